@@ -1,0 +1,298 @@
+"""Corpus reading, splitting and token-budget batching."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import hashlib
+import json
+import random
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from visformer.data import (
+    Pair,
+    batch_by_tokens,
+    encode_pairs,
+    filter_by_length,
+    padded_tokens,
+    read_parallel,
+    read_tsv,
+    split_by_source,
+)
+from visformer.download import (
+    CORPORA,
+    DownloadError,
+    download_corpus,
+    fetch_url,
+    find_local_corpus,
+    is_complete,
+    read_corpus,
+)
+from visformer.tasks import make_examples, task_tokenizer
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def _write(path: Path, text: str | bytes) -> Path:
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_read_parallel(tmp_path: Path) -> None:
+    src = _write(tmp_path / "a.en", "Hello world\r\nTwo dogs \n")
+    tgt = _write(tmp_path / "a.de", "Hallo Welt\nZwei Hunde\n")
+    assert read_parallel(src, tgt) == [Pair("Hello world", "Hallo Welt"), Pair("Two dogs", "Zwei Hunde")]
+
+
+def test_read_parallel_keeps_alignment_around_rare_separators(tmp_path: Path) -> None:
+    src = _write(tmp_path / "a.en", "one\u2028still one\ntwo\n")
+    tgt = _write(tmp_path / "a.de", "eins\nzwei\n")
+    assert [p.tgt for p in read_parallel(src, tgt)] == ["eins", "zwei"]
+
+
+def test_read_parallel_mismatched_lines(tmp_path: Path) -> None:
+    src = _write(tmp_path / "a.en", "a\nb\nc\n")
+    tgt = _write(tmp_path / "a.de", "a\nb\n")
+    with pytest.raises(ValueError, match="3 lines .* has 2"):
+        read_parallel(src, tgt)
+
+
+def test_read_parallel_bad_files(tmp_path: Path) -> None:
+    good = _write(tmp_path / "good", "a\nb\n")
+    with pytest.raises(ValueError, match="empty"):
+        read_parallel(_write(tmp_path / "empty", ""), good)
+    with pytest.raises(ValueError, match="not UTF-8.*line 2"):
+        read_parallel(_write(tmp_path / "latin1", "ok\ncaf\xe9\n".encode("latin-1")), good)
+    with pytest.raises(ValueError, match="not found"):
+        read_parallel(tmp_path / "missing", good)
+
+
+def test_read_tsv(tmp_path: Path) -> None:
+    path = _write(tmp_path / "kor.txt", "Go.\t가.\tCC-BY #1\nHi.\t안녕.\tCC-BY #2\n\n")
+    assert read_tsv(path) == [Pair("Go.", "가."), Pair("Hi.", "안녕.")]
+    assert read_tsv(path, src_col=1, tgt_col=0)[0] == Pair("가.", "Go.")
+
+
+def test_read_tsv_errors(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="line 2: no tab"):
+        read_tsv(_write(tmp_path / "x.tsv", "a\tb\njust text\n"))
+    with pytest.raises(ValueError, match="line 1: has 2 columns"):
+        read_tsv(_write(tmp_path / "y.tsv", "a\tb\n"), tgt_col=2)
+
+
+def test_filter_by_length() -> None:
+    pairs = [Pair("a b c", "x y"), Pair("", "x"), Pair("a " * 20, "x"), Pair("a", "x " * 20)]
+    assert filter_by_length(pairs, max_len=10) == [pairs[0]]
+    assert filter_by_length(pairs, max_len=10, length=len) == [pairs[0]]  # characters: "a b c" is 5
+
+
+def _repeated_corpus(n_sources: int = 300, seed: int = 0) -> list[Pair]:
+    """Tatoeba-like: many source sentences have several translations."""
+    rng = random.Random(seed)
+    pairs = [
+        Pair(f"sentence {i}", f"Satz {i} v{k}") for i in range(n_sources) for k in range(rng.randint(1, 3))
+    ]
+    rng.shuffle(pairs)
+    return pairs
+
+
+def test_split_by_source_no_overlap_and_complete() -> None:
+    pairs = _repeated_corpus()
+    train, valid, test = split_by_source(pairs, valid=0.1, test=0.1, seed=3)
+    sets = [{p.src for p in part} for part in (train, valid, test)]
+    assert not sets[0] & sets[1] and not sets[0] & sets[2] and not sets[1] & sets[2]
+    assert sorted(train + valid + test, key=repr) == sorted(pairs, key=repr)
+    assert len(sets[1]) == 30 and len(sets[2]) == 30  # fractions of unique sources
+
+
+def test_split_by_source_is_deterministic_and_order_free() -> None:
+    pairs = _repeated_corpus()
+    a = split_by_source(pairs, valid=20, test=20, seed=1)
+    shuffled = list(pairs)
+    random.Random(9).shuffle(shuffled)
+    b = split_by_source(shuffled, valid=20, test=20, seed=1)
+    assert {p.src for p in a.test} == {p.src for p in b.test}
+    assert a == split_by_source(pairs, valid=20, test=20, seed=1)
+    assert {p.src for p in a.test} != {p.src for p in split_by_source(pairs, valid=20, test=20, seed=2).test}
+
+
+def test_split_by_source_refuses_impossible_sizes() -> None:
+    with pytest.raises(ValueError, match="unique source"):
+        split_by_source(_repeated_corpus(10), valid=5, test=5)
+    with pytest.raises(ValueError, match="fraction"):
+        split_by_source(_repeated_corpus(10), valid=1.5)
+
+
+examples_strategy = st.lists(
+    st.tuples(
+        st.lists(st.integers(4, 30), min_size=0, max_size=25),
+        st.lists(st.integers(4, 30), min_size=0, max_size=25),
+    ),
+    min_size=1,
+    max_size=80,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(examples_strategy, st.integers(26, 300), st.booleans(), st.integers(0, 5), st.sampled_from([None, 7]))
+def test_batching_respects_budget_and_covers_everything_once(
+    examples: list[tuple[list[int], list[int]]], max_tokens: int, shuffle: bool, seed: int, bucket: int | None
+) -> None:
+    batches = list(batch_by_tokens(examples, max_tokens, shuffle=shuffle, seed=seed, bucket_size=bucket))
+    seen = sorted(i for b in batches for i in b.index)
+    assert seen == list(range(len(examples)))
+    for b in batches:
+        assert padded_tokens([examples[i] for i in b.index]) <= max_tokens
+        assert max(b.src.size(1), b.tgt_out.size(1)) * len(b) <= max_tokens
+
+
+def test_batch_layout() -> None:
+    examples = [([5, 6, 7], [8, 9]), ([5], [8, 9, 10, 11])]
+    (batch,) = batch_by_tokens(examples, max_tokens=100, shuffle=False)
+    rows = {tuple(examples[i][0]): r for r, i in enumerate(batch.index)}
+    r0, r1 = rows[(5, 6, 7)], rows[(5,)]
+    assert batch.src.dtype == torch.long
+    assert batch.src[r0].tolist() == [5, 6, 7, 3]
+    assert batch.src[r1].tolist() == [5, 3, 0, 0]
+    assert batch.tgt_in[r0].tolist() == [2, 8, 9, 0, 0]
+    assert batch.tgt_out[r0].tolist() == [8, 9, 3, 0, 0]
+    assert batch.tgt_in[r1].tolist() == [2, 8, 9, 10, 11]
+    assert batch.tgt_out[r1].tolist() == [8, 9, 10, 11, 3]
+    assert batch.n_tgt_tokens == 3 + 5 == int((batch.tgt_out != 0).sum())
+
+
+def test_batching_is_seeded() -> None:
+    examples = [([4] * (i % 17 + 1), [5] * (i % 13 + 1)) for i in range(500)]
+    first = [b.index for b in batch_by_tokens(examples, 200, seed=1)]
+    assert first == [b.index for b in batch_by_tokens(examples, 200, seed=1)]
+    assert first != [b.index for b in batch_by_tokens(examples, 200, seed=2)]
+
+
+def test_bucketing_reduces_padding() -> None:
+    rng = random.Random(0)
+    examples = [
+        ([4] * n, [5] * max(1, n + rng.randint(-3, 3))) for n in (rng.randint(1, 40) for _ in range(2000))
+    ]
+
+    def padding(batches: list) -> float:
+        real = sum(int((b.src != 0).sum()) + b.n_tgt_tokens for b in batches)
+        return 1 - real / sum(b.src.numel() + b.tgt_out.numel() for b in batches)
+
+    bucketed = padding(list(batch_by_tokens(examples, 1000, seed=0)))
+    random_batches = padding(list(batch_by_tokens(examples, 1000, seed=0, sort_by_length=False)))
+    assert bucketed < 0.15 < 0.3 < random_batches
+
+
+def test_example_too_long_for_budget_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="filter by length"):
+        batch_by_tokens([([4] * 50, [5])], max_tokens=20)
+
+
+def test_encode_pairs_with_task_examples() -> None:
+    tok = task_tokenizer("copy")
+    examples = make_examples("copy", 20, seed=0, min_len=3, max_len=8)
+    encoded = encode_pairs(examples, tok, tok)
+    assert all(len(s) == len(e.src.split()) and s == t for (s, t), e in zip(encoded, examples, strict=True))
+    assert all(len(s) + 1 <= 6 for s, _ in encode_pairs(examples, tok, tok, max_len=6))
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "tatoeba-kor-eng").is_dir(), reason="shared Tatoeba copy not present")
+def test_tatoeba_split_has_no_leak() -> None:
+    folder = SHARED_DATA / "tatoeba-kor-eng"
+    pairs = read_parallel(folder / "kor-eng.en", folder / "kor-eng.ko")
+    assert len(pairs) == 5749
+    train, valid, test = split_by_source(pairs, valid=0.05, test=0.05, seed=0)
+    assert not {p.src for p in train} & {p.src for p in test}
+    assert len(train) + len(valid) + len(test) == 5749
+
+
+# ---- public downloads, exercised offline ----------------------------------------------------------
+
+
+def _serve_from(files: dict[str, bytes]) -> Callable[[str, Path], None]:
+    """A fetch function that answers URLs from memory (no network) and records what was asked."""
+
+    def fetch(url: str, dest: Path) -> None:
+        fetch.calls.append(url)  # type: ignore[attr-defined]
+        dest.write_bytes(files[url])
+
+    fetch.calls = []  # type: ignore[attr-defined]
+    return fetch
+
+
+def _tiny_multi30k(lines: int = 3) -> dict[str, bytes]:
+    """Fake gzipped Multi30k files keyed by their real URLs."""
+    return {
+        d.url: gzip.compress("".join(f"{d.target} line {i}\n" for i in range(lines)).encode())
+        for d in CORPORA["multi30k"].downloads
+    }
+
+
+def test_download_refuses_checksum_mismatch(tmp_path: Path) -> None:
+    fetch = _serve_from(_tiny_multi30k())
+    with pytest.raises(DownloadError, match="checksum mismatch"):
+        download_corpus("multi30k", tmp_path, fetch=fetch)
+    assert not (tmp_path / "multi30k").exists()
+
+
+def test_download_gz_with_pinned_checksums_and_cache(tmp_path: Path) -> None:
+    served = _tiny_multi30k()
+    base = CORPORA["multi30k"]
+    sums = {d.target: hashlib.sha256(gzip.decompress(served[d.url])).hexdigest() for d in base.downloads}
+    corpus = dataclasses.replace(base, sha256=sums)
+    fetch = _serve_from(served)
+    folder = download_corpus(corpus, tmp_path, fetch=fetch)
+    assert (folder / "val.de").read_text() == "val.de line 0\nval.de line 1\nval.de line 2\n"
+    assert json.loads((folder / "MANIFEST.json").read_text())["sha256"] == sums
+    assert len(fetch.calls) == 6
+    download_corpus(corpus, tmp_path, fetch=fetch)  # verified cache: no second download
+    assert len(fetch.calls) == 6
+
+
+def test_download_tatoeba_zip_over_file_url(tmp_path: Path) -> None:
+    archive = tmp_path / "kor-eng.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("kor.txt", "Go.\t가.\tCC-BY #1\nHi.\t안녕.\tCC-BY #2\n")
+        z.writestr("_about.txt", "terms")
+    base = CORPORA["tatoeba-kor-eng"]
+    corpus = dataclasses.replace(
+        base, downloads=(dataclasses.replace(base.downloads[0], url=archive.as_uri()),)
+    )
+    folder = download_corpus(corpus, tmp_path / "cache")
+    assert (folder / "kor-eng.ko").read_text(encoding="utf-8") == "가.\n안녕.\n"
+    assert (folder / "kor-eng.attribution.txt").is_file()
+    pairs = read_parallel(folder / "kor-eng.ko", folder / "kor-eng.en")
+    assert pairs == [Pair("가.", "Go."), Pair("안녕.", "Hi.")]
+
+
+def test_download_offline_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(DownloadError, match="could not download"):
+        fetch_url((tmp_path / "nothing-here.gz").as_uri(), tmp_path / "out")
+
+
+def test_download_urls_point_at_the_public_sources() -> None:
+    urls = [d.url for c in CORPORA.values() for d in c.downloads]
+    assert "https://github.com/multi30k/dataset/raw/master/data/task1/raw/train.en.gz" in urls
+    assert "https://www.manythings.org/anki/kor-eng.zip" in urls
+    with pytest.raises(ValueError, match="unknown corpus"):
+        download_corpus("wmt14", fetch=_serve_from({}))
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "multi30k").is_dir(), reason="shared Multi30k copy not present")
+def test_local_multi30k_matches_the_pinned_checksums(tmp_path: Path) -> None:
+    folder = find_local_corpus("multi30k")
+    assert folder is not None and is_complete("multi30k", folder)
+    served = {d.url: gzip.compress((folder / d.target).read_bytes()) for d in CORPORA["multi30k"].downloads}
+    downloaded = download_corpus("multi30k", tmp_path, fetch=_serve_from(served))
+    assert len(read_parallel(downloaded / "val.en", downloaded / "val.de")) == 1014
+    assert len(read_corpus("multi30k", "test", cache_dir=tmp_path, download=False)) == 1000

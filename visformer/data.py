@@ -1,0 +1,267 @@
+"""Parallel corpora: reading, length filtering, splitting by source sentence, token-budget batching."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple, Protocol, TypeVar
+
+import torch
+
+from visformer.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+
+Example = tuple[list[int], list[int]]  # (source ids, target ids), both without bos/eos
+
+
+@dataclass(frozen=True, slots=True)
+class Pair:
+    """One sentence and its translation."""
+
+    src: str
+    tgt: str
+
+
+class _HasText(Protocol):
+    src: str
+    tgt: str
+
+
+P = TypeVar("P", bound=_HasText)
+
+
+class Splits(NamedTuple):
+    """Train / valid / test pairs; unpacks as a tuple."""
+
+    train: list[Pair]
+    valid: list[Pair]
+    test: list[Pair]
+
+
+def _read_lines(path: str | os.PathLike) -> list[str]:
+    """Lines of a UTF-8 text file, without line endings; clear errors for missing, empty or non-UTF-8."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"file not found: {path}")
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")  # tolerate a BOM
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ValueError(f"{path} is not UTF-8 text (bad byte at line {line}); re-save it as UTF-8") from exc
+    if not text.strip():
+        raise ValueError(f"{path} is empty")
+    # split on "\n" only: str.splitlines would also split on rare separators and break line alignment
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line.rstrip("\r") for line in lines]
+
+
+def read_parallel(src_path: str | os.PathLike, tgt_path: str | os.PathLike) -> list[Pair]:
+    """Pairs from two line-aligned files (line i of src translates line i of tgt); keeps every line."""
+    src, tgt = _read_lines(src_path), _read_lines(tgt_path)
+    if len(src) != len(tgt):
+        raise ValueError(
+            f"line counts differ: {src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}; "
+            "the files must be line-aligned"
+        )
+    return [Pair(s.strip(), t.strip()) for s, t in zip(src, tgt, strict=True)]
+
+
+def read_tsv(path: str | os.PathLike, src_col: int = 0, tgt_col: int = 1) -> list[Pair]:
+    """Pairs from a tab-separated file (Tatoeba/manythings format: English<TAB>other[<TAB>attribution])."""
+    pairs = []
+    for n, line in enumerate(_read_lines(path), start=1):
+        if not line.strip():
+            continue
+        cols = line.split("\t")
+        if len(cols) == 1:
+            raise ValueError(f"{path}, line {n}: no tab found; expected tab-separated columns, got {line!r}")
+        if max(src_col, tgt_col) >= len(cols):
+            raise ValueError(
+                f"{path}, line {n}: has {len(cols)} columns, need column {max(src_col, tgt_col)} (0-based)"
+            )
+        pairs.append(Pair(cols[src_col].strip(), cols[tgt_col].strip()))
+    return pairs
+
+
+def word_count(text: str) -> int:
+    """Number of whitespace-separated words."""
+    return len(text.split())
+
+
+def filter_by_length(
+    pairs: Iterable[P], max_len: int, min_len: int = 1, length: Callable[[str], int] = word_count
+) -> list[P]:
+    """Keep pairs whose source and target both have min_len..max_len units (words by default)."""
+    return [p for p in pairs if min_len <= length(p.src) <= max_len and min_len <= length(p.tgt) <= max_len]
+
+
+def _count(share: float | int, total: int, name: str) -> int:
+    """A split size given as a fraction (0 <= x < 1) or a count (int >= 1)."""
+    if isinstance(share, float) and 0 <= share < 1:
+        return round(share * total)
+    if isinstance(share, int) and share >= 0:
+        return share
+    raise ValueError(f"{name} must be a fraction in [0, 1) or a count >= 0, got {share!r}")
+
+
+def split_by_source(
+    pairs: Sequence[Pair], valid: float | int = 0.05, test: float | int = 0.05, seed: int = 0
+) -> Splits:
+    """Deterministic split by unique source sentence: all translations of a sentence go to one split."""
+    sources = sorted({p.src for p in pairs})
+    n_valid, n_test = _count(valid, len(sources), "valid"), _count(test, len(sources), "test")
+    if n_valid + n_test >= len(sources):
+        raise ValueError(
+            f"valid ({n_valid}) + test ({n_test}) would take all {len(sources)} unique source sentences"
+        )
+    # order by a seeded hash: independent of input order and of Python's hash randomisation
+    ranked = sorted(sources, key=lambda s: hashlib.sha256(f"{seed}\t{s}".encode()).digest())
+    where = {s: "test" for s in ranked[:n_test]} | {s: "valid" for s in ranked[n_test : n_test + n_valid]}
+    out: dict[str, list[Pair]] = {"train": [], "valid": [], "test": []}
+    for p in pairs:
+        out[where.get(p.src, "train")].append(p)
+    return Splits(out["train"], out["valid"], out["test"])
+
+
+def encode_pairs(
+    pairs: Iterable[_HasText], src_tok: Tokenizer, tgt_tok: Tokenizer, max_len: int | None = None
+) -> list[Example]:
+    """Token ids of each pair; with max_len, drop pairs whose src+eos or bos+tgt exceed max_len positions."""
+    examples = []
+    for p in pairs:
+        src, tgt = src_tok.encode(p.src), tgt_tok.encode(p.tgt)
+        if max_len is None or (len(src) + 1 <= max_len and len(tgt) + 1 <= max_len):
+            examples.append((src, tgt))
+    return examples
+
+
+@dataclass
+class Batch:
+    """Padded tensors for one step: src = ids+[eos], tgt_in = [bos]+ids, tgt_out = ids+[eos]."""
+
+    src: torch.Tensor  # (B, S) long
+    tgt_in: torch.Tensor  # (B, T) long
+    tgt_out: torch.Tensor  # (B, T) long
+    n_tgt_tokens: int  # non-pad tokens in tgt_out (the loss is averaged over these)
+    index: list[int] = field(default_factory=list)  # positions of the examples in the input list
+
+    def to(self, device: torch.device | str) -> Batch:
+        """The same batch on another device."""
+        return Batch(
+            self.src.to(device),
+            self.tgt_in.to(device),
+            self.tgt_out.to(device),
+            self.n_tgt_tokens,
+            self.index,
+        )
+
+    def __len__(self) -> int:
+        return self.src.size(0)
+
+
+def padded_tokens(examples: Sequence[Example]) -> int:
+    """Cost of a batch under the token budget: B * max(S, T), with S = src+eos and T = tgt+1."""
+    return len(examples) * max(max(len(s), len(t)) + 1 for s, t in examples)
+
+
+def _pad(rows: list[list[int]], pad_id: int) -> torch.Tensor:
+    """Right-pad rows into a (B, L) LongTensor."""
+    width = max(len(r) for r in rows)
+    return torch.tensor([r + [pad_id] * (width - len(r)) for r in rows], dtype=torch.long)
+
+
+def make_batch(
+    examples: Sequence[Example], pad_id: int = PAD_ID, bos_id: int = BOS_ID, eos_id: int = EOS_ID
+) -> Batch:
+    """Pad a list of (src ids, tgt ids) into one Batch."""
+    src = _pad([list(s) + [eos_id] for s, _ in examples], pad_id)  # (B, S)
+    tgt_in = _pad([[bos_id] + list(t) for _, t in examples], pad_id)  # (B, T)
+    tgt_out = _pad([list(t) + [eos_id] for _, t in examples], pad_id)  # (B, T)
+    return Batch(src, tgt_in, tgt_out, sum(len(t) + 1 for _, t in examples))
+
+
+def _length_key(example: Example) -> tuple[int, int, int]:
+    """Sort key that groups examples of similar padded length on both sides."""
+    src, tgt = len(example[0]), len(example[1])
+    return max(src, tgt), src, tgt
+
+
+def _plan_batches(
+    examples: Sequence[Example],
+    max_tokens: int,
+    shuffle: bool,
+    seed: int,
+    bucket_size: int | None,
+    sort_by_length: bool = True,
+) -> list[list[int]]:
+    """Index lists of batches: sort by length inside buckets, cut greedily under max_tokens."""
+    rng = random.Random(seed)
+    order = list(range(len(examples)))
+    if shuffle:
+        rng.shuffle(order)  # which examples share a bucket; also breaks length ties randomly
+    size = bucket_size or len(order) or 1
+    batches: list[list[int]] = []
+    for start in range(0, len(order), size):
+        bucket = order[start : start + size]
+        if sort_by_length:
+            bucket = sorted(bucket, key=lambda i: _length_key(examples[i]))
+        current: list[int] = []
+        width = 0  # padded length of the batch being filled
+        for i in bucket:
+            need = max(len(examples[i][0]), len(examples[i][1])) + 1
+            new_width = max(width, need)
+            if current and new_width * (len(current) + 1) > max_tokens:
+                batches.append(current)
+                current, new_width = [], need
+            current.append(i)
+            width = new_width
+        if current:
+            batches.append(current)
+    if shuffle:
+        rng.shuffle(batches)
+    return batches
+
+
+def batch_by_tokens(
+    examples: Sequence[Example],
+    max_tokens: int,
+    pad_id: int = PAD_ID,
+    bos_id: int = BOS_ID,
+    eos_id: int = EOS_ID,
+    shuffle: bool = True,
+    seed: int = 0,
+    bucket_size: int | None = 16384,
+    sort_by_length: bool = True,
+) -> Iterator[Batch]:
+    """Batches of similar-length examples, each within max_tokens padded tokens (see `padded_tokens`).
+
+    Examples are shuffled (seeded), sorted by length inside buckets of `bucket_size`, cut greedily
+    under the budget, and the batch order is shuffled. Pass a new seed each epoch for new batches.
+    Every example appears in exactly one batch; `Batch.index` says which. bucket_size=None sorts
+    everything at once; sort_by_length=False gives plain random batches (a baseline: more padding).
+    """
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+    too_long = [i for i, (s, t) in enumerate(examples) if max(len(s), len(t)) + 1 > max_tokens]
+    if too_long:
+        i = too_long[0]
+        raise ValueError(
+            f"{len(too_long)} example(s) do not fit in max_tokens={max_tokens} even alone (e.g. example {i} "
+            f"with {len(examples[i][0])} source / {len(examples[i][1])} target tokens); "
+            "filter by length first or raise max_tokens"
+        )
+    plan = _plan_batches(examples, max_tokens, shuffle, seed, bucket_size, sort_by_length)
+
+    def generate() -> Iterator[Batch]:
+        for idx in plan:
+            batch = make_batch([examples[i] for i in idx], pad_id, bos_id, eos_id)
+            batch.index = idx
+            yield batch
+
+    return generate()
