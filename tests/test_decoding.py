@@ -1,0 +1,426 @@
+"""Decoding strategies: filters as properties, strategies against references, traces, translate()."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from visformer.decoding import (
+    STRATEGIES,
+    apply_temperature,
+    beam_search,
+    draw,
+    filter_distribution,
+    get_strategy,
+    greedy,
+    length_penalty,
+    sample,
+    top_k_filter,
+    top_p_filter,
+    translate,
+)
+from visformer.model import HeadMask, Transformer
+
+from .conftest import tiny_config
+
+PAD, UNK, BOS, EOS = 0, 1, 2, 3
+FAST = settings(max_examples=40, deadline=None)
+MODEL = settings(max_examples=8, deadline=None)
+
+logit_rows = st.lists(st.floats(-8, 8, allow_nan=False, width=32), min_size=2, max_size=30).map(
+    lambda xs: torch.tensor(xs, dtype=torch.float64)
+)
+
+
+def make_model(seed: int = 0, **overrides) -> Transformer:
+    """A tiny model in eval mode, its weights fixed by `seed`."""
+    torch.manual_seed(seed)
+    return Transformer(tiny_config(**overrides)).eval()
+
+
+def make_src(seed: int, batch: int = 3, vocab: int = 20) -> torch.Tensor:
+    """Sources (B, S) of different lengths: tokens + eos, padded."""
+    gen = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, 7, (batch,), generator=gen).tolist()
+    src = torch.full((batch, max(lengths) + 1), PAD)
+    for i, n in enumerate(lengths):
+        src[i, :n] = torch.randint(4, vocab, (n,), generator=gen)
+        src[i, n] = EOS
+    return src
+
+
+@torch.no_grad()
+def model_log_probs(model: Transformer, src: torch.Tensor, tgt: list[int]) -> torch.Tensor:
+    """Per-token log P of tgt given src (1, S) by one teacher-forced pass, pad and bos forbidden."""
+    logits = model(src, torch.tensor([[BOS, *tgt[:-1]]])).logits[0].clone()  # (T, V)
+    logits[:, [PAD, BOS]] = -math.inf
+    return torch.log_softmax(logits, -1).gather(1, torch.tensor(tgt)[:, None]).squeeze(1)
+
+
+@torch.no_grad()
+def uncached_decode(model: Transformer, src: torch.Tensor, limit: int, choose) -> list[int]:
+    """Reference: recompute the whole prefix at every step (no cache), batch of one."""
+    tgt = [BOS]
+    for _ in range(limit):
+        logits = model(src, torch.tensor([tgt])).logits[:, -1].clone()  # (1, V)
+        logits[:, [PAD, BOS]] = -math.inf
+        tgt.append(int(choose(logits)))
+        if tgt[-1] == EOS:
+            break
+    return tgt[1:]
+
+
+# ---------------------------------------------------------------------------------------------
+# Filters
+# ---------------------------------------------------------------------------------------------
+
+
+@FAST
+@given(logits=logit_rows, k=st.integers(1, 40))
+def test_top_k_keeps_exactly_the_k_largest(logits: torch.Tensor, k: int) -> None:
+    kept = top_k_filter(logits, k)
+    assert int(kept.sum()) == min(k, len(logits))
+    if not kept.all():
+        assert logits[kept].min() >= logits[~kept].max()
+
+
+def test_top_k_ties_go_to_the_lower_id() -> None:
+    logits = torch.tensor([1.0, 3.0, 2.0, 3.0, 3.0, 0.0])
+    assert top_k_filter(logits, 2).tolist() == [False, True, False, True, False, False]
+    assert top_k_filter(logits, 4).tolist() == [False, True, True, True, True, False]
+
+
+@FAST
+@given(logits=logit_rows, p=st.floats(0.01, 1.0))
+def test_top_p_keeps_the_smallest_set_reaching_p(logits: torch.Tensor, p: float) -> None:
+    kept = top_p_filter(logits, p)
+    probs = torch.softmax(logits, -1)
+    assert kept.any()
+    if not kept.all():
+        assert probs[kept].min() >= probs[~kept].max()  # the most probable tokens
+    mass = float(probs[kept].sum())
+    assert mass >= p - 1e-9 or kept.all()  # reaches p
+    assert mass - float(probs[kept].min()) < p + 1e-9  # without its least likely token it would not
+
+
+@FAST
+@given(logits=logit_rows, t=st.floats(0.05, 5.0))
+def test_temperature_rescales_logits(logits: torch.Tensor, t: float) -> None:
+    log_p = torch.log_softmax(apply_temperature(logits, t), -1)
+    assert torch.allclose(log_p, torch.log_softmax(logits / t, -1))
+    # log-odds between any two tokens shrink or grow by exactly 1/T
+    assert torch.allclose(log_p - log_p[0], (logits - logits[0]) / t, atol=1e-9)
+
+
+@FAST
+@given(
+    logits=logit_rows,
+    t=st.floats(0.1, 3.0),
+    k=st.integers(0, 10),
+    p=st.floats(0.05, 1.0),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_sampled_tokens_are_always_in_the_kept_set(
+    logits: torch.Tensor, t: float, k: int, p: float, seed: int
+) -> None:
+    logits = logits.clone()
+    logits[0] = -math.inf  # a forbidden token (like pad) is never kept
+    filtered = filter_distribution(logits, t, k, p)
+    assert filtered.kept.any() and not filtered.kept[0]
+    assert float(filtered.probs[~filtered.kept].sum()) == 0.0
+    tokens = draw(filtered.probs.expand(64, -1), torch.Generator().manual_seed(seed))
+    assert filtered.kept[tokens].all()
+
+
+def test_filters_apply_in_order_temperature_top_k_top_p() -> None:
+    logits = torch.tensor([4.0, 3.0, 2.0, 1.0, 0.0])
+    # top-k 3 first, then top-p on the renormalised top-3 distribution
+    renorm = torch.softmax(logits[:3], -1)
+    p = float(renorm[0] + renorm[1]) - 1e-4
+    assert filter_distribution(logits, 1.0, 3, p).kept.tolist() == [True, True, False, False, False]
+    # a higher temperature flattens before top-p: more tokens are needed to reach the same mass
+    assert int(filter_distribution(logits, 5.0, 0, 0.9).kept.sum()) > int(
+        filter_distribution(logits, 1.0, 0, 0.9).kept.sum()
+    )
+
+
+def test_temperature_zero_is_refused_with_a_pointer_to_greedy() -> None:
+    model = make_model()
+    for t in (0, 0.0, -1.0):
+        with pytest.raises(ValueError, match="greedy"):
+            sample(model, make_src(0), temperature=t)
+    with pytest.raises(ValueError, match="top-p"):
+        sample(model, make_src(0), top_p=0.0)
+
+
+def test_length_penalty_is_gnmt() -> None:
+    assert length_penalty(1, 0.6) == pytest.approx(1.0)
+    assert length_penalty(7, 0.6) == pytest.approx(2.0**0.6)
+    assert length_penalty(10, 0.0) == 1.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Strategies against references
+# ---------------------------------------------------------------------------------------------
+
+
+@MODEL
+@given(seed=st.integers(0, 10_000))
+def test_cached_decoding_equals_uncached_decoding(seed: int) -> None:
+    model, src = make_model(seed % 5), make_src(seed, batch=1)
+    out = greedy(model, src, max_len=12).outputs[0]
+    assert out.tokens == uncached_decode(model, src, 12, lambda lg: lg.argmax(-1))
+    gen = torch.Generator().manual_seed(seed)
+    ref = uncached_decode(model, src, 12, lambda lg: draw(filter_distribution(lg, 0.8, 5, 0.9).probs, gen))
+    assert (
+        sample(model, src, temperature=0.8, top_k=5, top_p=0.9, seed=seed, max_len=12).outputs[0].tokens
+        == ref
+    )
+
+
+@MODEL
+@given(seed=st.integers(0, 10_000), alpha=st.sampled_from([0.0, 0.6, 1.5]))
+def test_beam_size_one_is_greedy(seed: int, alpha: float) -> None:
+    model, src = make_model(seed % 5), make_src(seed)
+    for g, b in zip(
+        greedy(model, src, max_len=10).outputs,
+        beam_search(model, src, beam_size=1, alpha=alpha, max_len=10).outputs,
+        strict=True,
+    ):
+        assert b.tokens == g.tokens
+        assert b.best.logprob == pytest.approx(g.best.logprob, abs=1e-4)
+
+
+@MODEL
+@given(seed=st.integers(0, 10_000))
+def test_top_k_one_sampling_is_greedy(seed: int) -> None:
+    model, src = make_model(seed % 5), make_src(seed)
+    greedy_tokens = [o.tokens for o in greedy(model, src, max_len=10).outputs]
+    sampled = sample(model, src, top_k=1, temperature=1.7, seed=seed, max_len=10).outputs
+    assert [o.tokens for o in sampled] == greedy_tokens
+
+
+def exhaustive_best(
+    model: Transformer, src: torch.Tensor, max_len: int, alpha: float
+) -> tuple[list[int], float]:
+    """The best sequence by log P / lp over every output: w + [eos] with |w| < max_len, or |w| = max_len."""
+    words = [UNK] + list(range(EOS + 1, model.config.tgt_vocab_size))  # what may be generated besides eos
+    outputs = [[*w, EOS] for n in range(max_len) for w in itertools.product(words, repeat=n)]
+    outputs += [list(w) for w in itertools.product(words, repeat=max_len)]
+    scored = [
+        (float(model_log_probs(model, src, y).sum()) / length_penalty(len(y), alpha), y) for y in outputs
+    ]
+    score, best = max(scored, key=lambda s: s[0])
+    return best, score
+
+
+@pytest.mark.parametrize(
+    ("max_len", "beam"),
+    [(2, 5), (3, 6), (4, 12)],  # beam >= everything one step can offer: nothing is ever pruned
+)
+@pytest.mark.parametrize("seed", range(4))
+@torch.no_grad()
+def test_wide_beam_finds_the_exhaustive_best(max_len: int, beam: int, seed: int) -> None:
+    model = make_model(seed, src_vocab_size=5, tgt_vocab_size=5, max_len=4)  # tokens: unk, eos, one word
+    src = torch.tensor([[4, 4, EOS]])
+    best, score = exhaustive_best(model, src, max_len, 0.6)
+    found = beam_search(model, src, beam_size=beam, max_len=max_len).outputs[0].best
+    assert found.tokens == best
+    assert found.score == pytest.approx(score, abs=1e-5)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@torch.no_grad()
+def test_beam_as_wide_as_the_vocabulary_never_beats_exhaustive_and_scores_honestly(seed: int) -> None:
+    # With 5 ids and 4 steps a beam of 5 can prune (8 live prefixes at step 3), so it may miss the best
+    # sequence, but the score it reports must be the true score of what it returns.
+    model = make_model(seed, src_vocab_size=5, tgt_vocab_size=5, max_len=4)
+    src = torch.tensor([[4, EOS]])
+    _, best_score = exhaustive_best(model, src, 4, 0.6)
+    for hyp in beam_search(model, src, beam_size=5).outputs[0].nbest:
+        logprob = float(model_log_probs(model, src, hyp.tokens).sum())
+        assert hyp.logprob == pytest.approx(logprob, abs=1e-4)
+        assert hyp.score == pytest.approx(logprob / length_penalty(len(hyp.tokens), 0.6), abs=1e-4)
+        assert hyp.score <= best_score + 1e-5
+
+
+def test_same_seed_same_samples_other_seed_other_samples() -> None:
+    model, src = make_model(1), make_src(3, batch=4)
+    runs = [[o.tokens for o in sample(model, src, seed=s, max_len=15).outputs] for s in (7, 7, 8)]
+    assert runs[0] == runs[1]
+    assert runs[0] != runs[2]
+    unseeded = sample(model, src, max_len=15)
+    again = sample(model, src, max_len=15, seed=unseeded.params["seed"])  # the used seed is reported
+    assert [o.tokens for o in again.outputs] == [o.tokens for o in unseeded.outputs]
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "beam"])
+@pytest.mark.parametrize("seed", range(3))
+def test_batch_decoding_equals_one_by_one(strategy: str, seed: int) -> None:
+    model, src = make_model(seed, n_decoder_layers=2), make_src(seed + 10, batch=4)
+    together = STRATEGIES[strategy](model, src, max_len=12).outputs
+    for i, out in enumerate(together):
+        row = src[i : i + 1, : int((src[i] != PAD).sum())]  # unpadded, alone
+        alone = STRATEGIES[strategy](model, row, max_len=12).outputs[0]
+        assert out.tokens == alone.tokens
+        assert [h.tokens for h in out.nbest] == [h.tokens for h in alone.nbest]
+        assert out.best.score == pytest.approx(alone.best.score, abs=1e-4)
+
+
+def test_default_length_limit_is_source_plus_50_capped_by_max_len() -> None:
+    model = make_model(2, max_len=64)
+    model.generator.register_forward_hook(lambda m, i, out: out.index_fill(-1, torch.tensor([EOS]), -1e9))
+    src = torch.tensor([[5, 6, 7, EOS], [5, 6, EOS, PAD]])
+    assert [len(o.tokens) for o in greedy(model, src).outputs] == [54, 53]
+    assert [len(o.tokens) for o in greedy(model, src, max_len=7).outputs] == [7, 7]
+    assert all(not o.best.finished for o in greedy(model, src, max_len=7).outputs)
+    long_src = torch.full((1, 30), 5)
+    assert len(beam_search(model, long_src, beam_size=2).outputs[0].tokens) == 64
+
+
+# ---------------------------------------------------------------------------------------------
+# Traces
+# ---------------------------------------------------------------------------------------------
+
+
+def test_greedy_and_sample_traces_tell_the_truth() -> None:
+    model, src = make_model(3), make_src(4, batch=2)
+    for result in (greedy(model, src, max_len=9), sample(model, src, top_k=4, top_p=0.8, seed=1, max_len=9)):
+        for i, out in enumerate(result.outputs):
+            row = src[i : i + 1]
+            log_probs = model_log_probs(model, row, out.tokens)
+            assert [s.token for s in out.steps] == out.tokens
+            assert [s.logprob for s in out.steps] == pytest.approx(
+                torch.cumsum(log_probs, 0).tolist(), abs=1e-4
+            )
+            assert out.best.finished == (out.tokens[-1] == EOS)
+            assert EOS not in out.tokens[:-1] and PAD not in out.tokens and BOS not in out.tokens
+            for step, lp in zip(out.steps, log_probs, strict=True):
+                assert step.token_prob == pytest.approx(math.exp(float(lp)), abs=1e-5)
+                assert step.probs == sorted(step.probs, reverse=True)
+                assert sum(step.kept) <= step.n_kept
+                if step.token in step.candidates:
+                    assert step.kept[step.candidates.index(step.token)]
+                if result.strategy == "sample":
+                    assert step.n_kept <= 4
+                    assert all(f == 0.0 for f, k in zip(step.filtered, step.kept, strict=True) if not k)
+                else:
+                    assert step.token == step.candidates[0] and step.n_kept == 1
+
+
+def test_beam_tree_is_consistent() -> None:
+    model, src = make_model(4), make_src(5, batch=2)
+    result = beam_search(model, src, beam_size=3, max_len=8)
+    for out in result.outputs:
+        tree = out.tree
+        assert all(len(nodes) <= 3 for nodes in tree)
+        assert {n.parent for n in tree[0]} == {0}
+        for prev, nodes in itertools.pairwise(tree):
+            live = {n.beam: n for n in prev if not n.finished}
+            for n in nodes:
+                assert n.parent in live  # only live beams have children
+                assert n.logprob <= live[n.parent].logprob + 1e-6  # log P only falls
+                assert n.score == pytest.approx(n.logprob / length_penalty(n.step, 0.6))
+        scores = [h.score for h in out.nbest]
+        assert scores == sorted(scores, reverse=True) and len(out.nbest) <= 3
+        assert out.best is out.nbest[0]
+        for hyp in out.nbest:  # following parents from a hypothesis' last node spells its tokens
+            step, beam, tokens = *hyp.node, []
+            while step:
+                node = next(n for n in tree[step - 1] if n.beam == beam)
+                tokens.append(node.token)
+                step, beam = step - 1, node.parent
+            assert tokens[::-1] == hyp.tokens
+        assert [s.token for s in out.steps] == out.best.tokens
+        assert all(s.kept[s.candidates.index(s.token)] for s in out.steps if s.token in s.candidates)
+
+
+# ---------------------------------------------------------------------------------------------
+# Registry and translate()
+# ---------------------------------------------------------------------------------------------
+
+
+def test_every_registered_strategy_runs_with_its_declared_defaults() -> None:
+    model, src = make_model(), make_src(1, batch=2)
+    assert {"greedy", "beam", "sample", "temperature", "top-k", "top-p"} <= set(STRATEGIES)
+    for name, strategy in STRATEGIES.items():
+        for p in strategy.params:
+            assert p.low <= p.default <= p.high
+        result = strategy(model, src, max_len=5)
+        assert result.strategy == name and len(result.outputs) == 2
+    with pytest.raises(ValueError, match="fixes top_k"):
+        STRATEGIES["top-p"](model, src, top_k=3)
+    with pytest.raises(ValueError, match="greedy"):
+        get_strategy("nope")
+
+
+class FakeTokenizer:
+    """Whitespace symbols over a fixed vocabulary (ids 0-3 special)."""
+
+    pad_id, unk_id, bos_id, eos_id = PAD, UNK, BOS, EOS
+
+    def __init__(self, vocab_size: int = 20) -> None:
+        self.vocab = ["<pad>", "<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(4, vocab_size)]
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab)
+
+    def encode(self, text: str) -> list[int]:
+        return [self.vocab.index(w) if w in self.vocab else UNK for w in text.split()]
+
+    def decode(self, ids) -> str:
+        return " ".join(self.vocab[i] for i in ids if i not in (PAD, BOS, EOS))
+
+    def pieces(self, ids) -> list[str]:
+        return [self.vocab[i] for i in ids]
+
+    def save(self, directory) -> None:
+        raise NotImplementedError
+
+
+def test_translate_returns_pieces_text_and_attention_of_the_output() -> None:
+    model, tok = make_model(5, n_encoder_layers=2, n_decoder_layers=2), FakeTokenizer()
+    tr = translate(model, tok, tok, "w5 w6 w7 nonsense", "beam", beam_size=2, max_len=6)
+    assert tr.src_ids == [5, 6, 7, UNK, EOS] and tr.src_pieces[-1] == "</s>"
+    assert tr.tgt_ids == tr.result.outputs[0].tokens and 1 <= len(tr.tgt_ids) <= 6
+    assert tr.tgt_pieces == tok.pieces(tr.tgt_ids) and tr.text == tok.decode(tr.tgt_ids)
+    assert tr.decoder_input_ids == [BOS, *tr.tgt_ids[:-1]] and not tr.truncated
+    s, t, h = len(tr.src_ids), len(tr.tgt_ids), model.config.n_heads
+    assert [a.shape for a in tr.attention.encoder] == [(1, h, s, s)] * 2
+    assert [a.shape for a in tr.attention.decoder] == [(1, h, t, t)] * 2
+    assert [a.shape for a in tr.attention.cross] == [(1, h, t, s)] * 2
+    # query t is the position that produced token t: the greedy output read off one forward pass
+    g = translate(model, tok, tok, "w5 w6 w7")
+    src = torch.tensor([g.src_ids])
+    logits = model(src, torch.tensor([g.decoder_input_ids])).logits[0].clone()
+    logits[:, [PAD, BOS]] = -math.inf
+    assert logits.argmax(-1).tolist() == g.tgt_ids
+
+
+def test_translate_refuses_empty_text_and_truncates_long_text() -> None:
+    model, tok = make_model(6, max_len=16), FakeTokenizer()
+    for text in ("", "   \n\t"):
+        with pytest.raises(ValueError, match="nothing to translate"):
+            translate(model, tok, tok, text)
+    tr = translate(model, tok, tok, " ".join(["w9"] * 40), max_len=3)
+    assert tr.truncated and len(tr.src_ids) == 16 and tr.src_ids[-1] == EOS
+
+
+def test_translate_passes_the_head_mask_through() -> None:
+    model, tok = make_model(7, n_encoder_layers=2, n_decoder_layers=2), FakeTokenizer()
+    mask = HeadMask.ones(model.config)
+    mask.cross[:, 1:] = 0  # keep one cross-attention head per layer
+    tr = translate(model, tok, tok, "w4 w8 w9", head_mask=mask, max_len=8)
+    src = torch.tensor([tr.src_ids])
+    assert tr.tgt_ids == greedy(model, src, head_mask=mask, max_len=8).outputs[0].tokens
+    masked_out = model(src, torch.tensor([tr.decoder_input_ids]), need_weights=True, head_mask=mask)
+    for got, want in zip(tr.attention.cross, masked_out.attention.cross, strict=True):
+        assert torch.allclose(got, want)
+    plain = translate(model, tok, tok, "w4 w8 w9", max_len=8)
+    assert plain.result.outputs[0].steps[0].probs != tr.result.outputs[0].steps[0].probs
