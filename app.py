@@ -1,7 +1,117 @@
-"""visformer: watch a Transformer translate, layer by layer and head by head."""
+"""visformer: watch a Transformer translate, layer by layer and head by head.
+
+The frame: page config, navigation, the shared sidebar (checkpoint, device, credits). Pages live in pages/.
+Run with `streamlit run app.py`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
 
 import streamlit as st
 
-st.set_page_config(page_title="visformer", page_icon="🔭", layout="wide")
-st.title("visformer")
-st.write("The app is being built.")
+from pages import common
+from visformer.utils import resolve_device
+
+ROOT = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class PageInfo:
+    """One page of the app; pages whose file does not exist yet are left out."""
+
+    file: str
+    title: str
+    icon: str
+    about: str  # the sidebar's "what am I looking at" line
+
+
+PAGES = [
+    PageInfo(
+        "pages/attention.py",
+        "Attention",
+        ":material/grid_view:",
+        "Where each word looks: the model's attention weights while it translates your sentence.",
+    ),
+    PageInfo(
+        "pages/positional_encoding.py",
+        "Positional encoding",
+        ":material/waves:",
+        "How the model knows word order: sines and cosines of many wavelengths added to each word.",
+    ),
+    PageInfo(
+        "pages/decoding.py",
+        "Decoding",
+        ":material/account_tree:",
+        "How a translation is chosen word by word: greedy, beam search and sampling.",
+    ),
+    PageInfo(
+        "pages/train.py",
+        "Train",
+        ":material/model_training:",
+        "Train a small Transformer yourself and watch its loss and attention change.",
+    ),
+    PageInfo(
+        "pages/timeline.py",
+        "Attention timeline",
+        ":material/movie:",
+        "Replay training: how the probe sentences' attention looked at each saved step, beside the loss.",
+    ),
+]
+
+CREDITS = """
+**Data.** Multi30k (Elliott et al., 2016), for research and education.
+Tatoeba sentence pairs ([tatoeba.org](https://tatoeba.org), CC BY 2.0 FR) via
+[manythings.org/anki](https://www.manythings.org/anki/).
+Model: Vaswani et al., *Attention is all you need* (2017).
+"""
+
+
+def sidebar(about: str) -> None:
+    """Checkpoint picker, device, what this page shows, data credits."""
+    with st.sidebar:
+        st.caption(about)
+        options = common.choices()
+        if options:
+            keys = [c.key for c in options]
+            if st.session_state.get("checkpoint") not in keys:
+                st.session_state["checkpoint"] = common.current_choice().key
+            labels = {c.key: c.label for c in options}
+            st.selectbox(
+                "Checkpoint",
+                keys,
+                key="checkpoint",
+                persist_state=common.PERSIST,
+                format_func=labels.get,
+                help="Shipped models from checkpoints/ and your own from user_checkpoints/.",
+                on_change=_checkpoint_changed,
+            )
+        else:
+            st.info("No checkpoint found yet.")
+        st.caption(f"Device: `{resolve_device('auto')}`")
+        st.divider()
+        st.caption(CREDITS)
+
+
+def _checkpoint_changed() -> None:
+    """A new model: drop the old model's example sentence and start at layer 0, head 0."""
+    state = st.session_state
+    if state.get("sentence") in state.get("_examples", []):
+        state["sentence"] = ""
+    state["step"] = 0
+    state["ablate"] = []
+
+
+def main() -> None:
+    """Build the frame and run the chosen page."""
+    st.set_page_config(page_title="visformer", page_icon="🔭", layout="wide")
+    common.init_state()
+    pages = [p for p in PAGES if (ROOT / p.file).exists()]
+    nav = st.navigation([st.Page(p.file, title=p.title, icon=p.icon) for p in pages])
+    about = {p.title: p.about for p in pages}.get(nav.title, "")
+    sidebar(about)
+    nav.run()
+
+
+main()

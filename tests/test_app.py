@@ -1,0 +1,399 @@
+"""The app in Streamlit's AppTest (no browser) on a tiny checkpoint made here, plus app_support's pure helpers."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from visformer import app_support as sup
+from visformer.checkpoint import save_checkpoint
+from visformer.config import ModelConfig
+from visformer.model import Transformer
+from visformer.tasks import task_tokenizer
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+ATTENTION = "pages/attention.py"
+PE = "pages/positional_encoding.py"
+TIMEOUT = 120  # seconds per script run: generous for a shared 2-core machine, not a performance limit
+
+# ---------------------------------------------------------------------------------------------
+# Fixtures: a tiny toy-task checkpoint (2 layers, 2 heads) in a temporary "shipped" folder
+# ---------------------------------------------------------------------------------------------
+
+
+def make_checkpoint(folder: Path, name: str = "tiny-reverse") -> Path:
+    """An untrained reverse-task model small enough to translate in milliseconds."""
+    torch.manual_seed(0)
+    tok = task_tokenizer("reverse")
+    cfg = ModelConfig(
+        src_vocab_size=tok.vocab_size,
+        tgt_vocab_size=tok.vocab_size,
+        d_model=16,
+        n_heads=2,
+        n_encoder_layers=2,
+        n_decoder_layers=2,
+        d_ff=32,
+        dropout=0.0,
+        max_len=24,
+    )
+    return save_checkpoint(folder / name, Transformer(cfg).eval(), tok, tok, task="reverse")
+
+
+@pytest.fixture(scope="module")
+def roots(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    shipped = tmp_path_factory.mktemp("shipped")
+    make_checkpoint(shipped)
+    return shipped, tmp_path_factory.mktemp("user")
+
+
+@pytest.fixture
+def env(roots: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    monkeypatch.setenv("VISFORMER_CHECKPOINTS", str(roots[0]))
+    monkeypatch.setenv("VISFORMER_USER_CHECKPOINTS", str(roots[1]))
+    return roots
+
+
+def run_app(page: str | None = None, **params: str) -> AppTest:
+    """Run the app (optionally switching to `page`) with query parameters; fail on any exception."""
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    for name, value in params.items():
+        at.query_params[name] = value
+    at.run()
+    if page:
+        at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def specs(at: AppTest) -> list[dict]:
+    """Every plotly figure on the page, as the JSON sent to the browser."""
+    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+
+
+def array(value) -> np.ndarray:
+    """A plotly JSON array: a plain list, or a typed array {"dtype", "bdata", "shape"}."""
+    if isinstance(value, dict):
+        data = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+        shape = value.get("shape")
+        return data.reshape([int(n) for n in str(shape).split(",")]) if shape else data
+    return np.array(value, dtype=float)
+
+
+def title(spec: dict) -> str:
+    return spec["layout"].get("title", {}).get("text", "")
+
+
+def chart_by_title(at: AppTest, start: str) -> dict:
+    matches = [s for s in specs(at) if title(s).startswith(start)]
+    assert matches, f"no chart titled {start!r}: {[title(s) for s in specs(at)]}"
+    return matches[0]
+
+
+def open_tab(at: AppTest, tab: str) -> AppTest:
+    """Switch the Attention page's tab (only the open tab is computed) and rerun."""
+    at.session_state["tab"] = tab
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def markdown(at: AppTest, start: str) -> str:
+    return next(m.value for m in at.markdown if m.value.startswith(start))
+
+
+# ---------------------------------------------------------------------------------------------
+# Attention page
+# ---------------------------------------------------------------------------------------------
+
+
+def test_attention_page_renders_translation_and_every_view(env) -> None:
+    at = run_app()
+    assert at.title[0].value == "Attention"
+    assert markdown(at, "Source pieces").endswith("`</s>`")
+    assert at.sidebar.selectbox(key="checkpoint").value == "tiny-reverse"
+    assert any("Device" in c.value for c in at.sidebar.caption)
+    assert any("Multi30k" in c.value and "Tatoeba" in c.value for c in at.sidebar.caption)
+    assert [t.label for t in at.tabs] == list(sup.ATTENTION_TABS)
+    names = []
+    for tab in sup.ATTENTION_TABS:
+        names += [title(s) for s in specs(open_tab(at, tab))]
+        assert at.query_params.get("tab", sup.ATTENTION_TABS[0]) == tab
+    for expected in (
+        "Cross · layer 0 · head 0",
+        "mean of 2 heads",
+        "every layer and head",
+        "Producing",
+        "Q (queries)",
+        "softmax (attention weights)",
+        "Without scaling",
+        "Encoder self-attention",
+    ):
+        assert any(expected in n for n in names), (expected, names)
+    grid = chart_by_title(open_tab(at, "All heads"), "Cross-attention (decoder → encoder): every layer")
+    assert len([t for t in grid["data"] if t["type"] == "heatmap"]) == 2 * 2  # layers × heads of this model
+
+
+def test_only_the_open_tab_is_computed(env) -> None:
+    at = run_app()
+    assert len(specs(at)) == 2  # one head + layer mean; the grid and the rest wait for their tab
+    assert at.get("download_button"), "attention CSV download missing"
+
+
+def test_typing_a_sentence_changes_translation_and_charts(env) -> None:
+    at = run_app()
+    before = chart_by_title(at, "Cross · layer 0 · head 0")
+    at.text_input(key="sentence").input("a b c").run()
+    assert not at.exception
+    assert markdown(at, "Source pieces") == "Source pieces: `a` `b` `c` `</s>`"
+    after = chart_by_title(at, "Cross · layer 0 · head 0")
+    assert after["layout"]["xaxis"]["ticktext"] == ["a", "b", "c", "&lt;/s&gt;"]
+    assert after["data"][0]["z"] != before["data"][0]["z"]
+    assert at.query_params["sentence"] == "a b c"
+
+
+def test_changing_view_layer_and_head_changes_the_heatmap(env) -> None:
+    at = run_app(sentence="a b c d")
+    first = chart_by_title(at, "Cross · layer 0")["data"][0]["z"]
+    at.slider(key="layer").set_value(1).run()
+    at.slider(key="head").set_value(1).run()
+    spec = chart_by_title(at, "Cross · layer 1 · head 1")
+    assert spec["data"][0]["z"] != first
+    at.radio(key="view").set_value("decoder").run()
+    assert not at.exception
+    spec = chart_by_title(at, "Decoder self (masked) · layer 1 · head 1")
+    z = array(spec["data"][0]["z"])
+    assert np.isnan(z[np.triu_indices(len(z), 1)]).all()  # future cells are empty, not zero ...
+    assert any(t.get("fillpattern", {}).get("shape") == "/" for t in spec["data"])  # ... and hatched
+    assert at.query_params["view"] == "decoder" and at.query_params["layer"] == "1"
+
+
+def test_ablating_a_head_shows_a_new_translation_beside_the_original(env) -> None:
+    at = open_tab(run_app(sentence="a b c d"), "Ablation")
+    assert any(m.value.startswith("**0 heads off:**") for m in at.markdown)
+    original = [title(s) for s in specs(at)]
+    at.multiselect(key="ablate").select("e0.0").select("c1.1").run()
+    assert not at.exception
+    assert any(m.value.startswith("**2 heads off:**") for m in at.markdown)
+    assert any(m.value.startswith("**Original:**") for m in at.markdown)
+    assert at.success or at.warning  # says whether the translation changed
+    assert at.query_params["ablate"] == "c1.1,e0.0"
+    assert chart_by_title(at, "Cross · layer 0 · head 0")  # the selected head is still on ...
+    next(b for b in at.button if b.label == "Switch off this head").click().run()
+    assert at.multiselect(key="ablate").value == ["c0.0", "c1.1", "e0.0"]  # ... until the button
+    assert any(title(s) == "Cross · layer 0 · head 0 (switched off)" for s in specs(at))
+    assert len(specs(at)) == len(original)
+
+
+def test_every_slider_on_the_attention_page_changes_what_is_shown(env) -> None:
+    at = open_tab(run_app(sentence="a b c d e"), "Step through generation")
+    step_before = chart_by_title(at, "Producing")
+    at.slider(key="step").set_value(2).run()
+    step_after = chart_by_title(at, "Producing")
+    assert step_after["data"][0]["y"] != step_before["data"][0]["y"] or title(step_after) != title(
+        step_before
+    )
+    assert ":orange-background" in markdown(at, "Output:")
+    example = chart_by_title(open_tab(at, "Inside one head"), "One random query")
+    at.select_slider(key="dk").set_value(1024).run()
+    assert title(chart_by_title(at, "One random query")) == "One random query, d_k = 1024"
+    assert chart_by_title(at, "One random query")["data"][0]["y"] != example["data"][0]["y"]
+    open_tab(at, "Head statistics").radio(key="stat").set_value("previous").run()
+    assert not at.exception
+    assert chart_by_title(at, "Encoder self-attention")["data"][0]["colorbar"]["title"]["text"] == "previous"
+    at.radio(key="stat").set_value("alignment").run()
+    assert not at.exception
+    grid = chart_by_title(at, "Agreement with the task")
+    assert array(grid["data"][0]["z"]).shape == (2, 2)
+
+
+def test_examples_fill_the_sentence_box(env) -> None:
+    at = run_app()
+    examples = sup.example_sentences("tiny-reverse", task="reverse")
+    assert at.pills(key="example_pick").options == examples
+    at.pills(key="example_pick").set_value(examples[1]).run()
+    assert at.text_input(key="sentence").value == examples[1]
+    assert at.pills(key="example_pick").value is None  # ready for the next click
+
+
+def test_url_parameters_restore_a_view(env) -> None:
+    at = run_app(
+        sentence="c a b", view="decoder", layer="1", head="1", tab="Step through generation", step="2"
+    )
+    assert at.text_input(key="sentence").value == "c a b"
+    assert at.slider(key="step").value == 2
+    assert any(title(s).startswith("Producing") and title(s).endswith("layer 1, head 1") for s in specs(at))
+    at = run_app(sentence="c a b", view="decoder", layer="1", head="1", ablate="d0.1", dk="16", stat="last")
+    assert at.radio(key="view").value == "decoder"
+    assert at.slider(key="layer").value == 1 and at.slider(key="head").value == 1
+    assert title(chart_by_title(at, "Decoder self (masked) · layer 1 · head 1"))
+    assert open_tab(at, "Ablation").multiselect(key="ablate").value == ["d0.1"]
+    assert open_tab(at, "Inside one head").select_slider(key="dk").value == 16
+    assert open_tab(at, "Head statistics").radio(key="stat").value == "last"
+
+
+def test_invalid_url_parameters_fall_back_to_defaults(env) -> None:
+    at = run_app(
+        checkpoint="../../etc",
+        sentence="\x00",
+        view="nope",
+        layer="-5",
+        head="99",
+        step="x",
+        ablate="zz,e9.9",
+        dk="3",
+        pe_d="7",
+        pe_len="abc",
+        tab="Ablation",
+    )
+    assert at.sidebar.selectbox(key="checkpoint").value == "tiny-reverse"
+    assert at.radio(key="view").value == "cross"
+    assert at.slider(key="layer").value == 0
+    assert at.slider(key="head").value == 1  # clipped to the last head of this model
+    assert at.multiselect(key="ablate").value == []  # e9.9 does not exist in this model
+    at = run_app(tab="nonsense", dk="3")
+    assert at.session_state["tab"] == "One head"
+    assert open_tab(at, "Inside one head").select_slider(key="dk").value == 64  # 3 is not a power of two
+    at = run_app(pe_d="7", pe_len="abc")
+    at.switch_page(PE).run()
+    assert not at.exception
+    assert at.slider(key="pe_d").value == 6  # odd d_model 7 made even
+
+
+def test_state_survives_a_page_switch(env) -> None:
+    at = run_app(sentence="b c d")
+    at.slider(key="layer").set_value(1).run()
+    at.switch_page(PE).run()
+    at.switch_page(ATTENTION).run()
+    assert not at.exception
+    assert at.text_input(key="sentence").value == "b c d"
+    assert at.slider(key="layer").value == 1
+
+
+def test_no_checkpoint_is_a_message_not_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VISFORMER_CHECKPOINTS", str(tmp_path / "none"))
+    monkeypatch.setenv("VISFORMER_USER_CHECKPOINTS", str(tmp_path / "none-either"))
+    at = run_app()
+    assert any("No checkpoint" in i.value for i in at.info)
+    at.switch_page(PE).run()
+    assert not at.exception
+    assert specs(at)
+
+
+def test_user_checkpoints_are_listed_after_shipped_ones(env) -> None:
+    make_checkpoint(env[1], "my-run")
+    at = run_app()
+    assert at.sidebar.selectbox(key="checkpoint").options == ["tiny-reverse", "my-run (yours)"]
+    at.sidebar.selectbox(key="checkpoint").set_value("yours/my-run").run()
+    assert not at.exception
+    assert at.query_params["checkpoint"] == "yours/my-run"
+
+
+# ---------------------------------------------------------------------------------------------
+# Positional Encoding page
+# ---------------------------------------------------------------------------------------------
+
+
+def test_pe_page_renders_and_every_slider_changes_a_chart(env) -> None:
+    at = run_app(PE)
+    assert at.title[0].value == "Positional encoding"
+    assert at.latex, "the formula is missing"
+    assert any("max |M_k" in m.label for m in at.metric)
+    assert float(next(m for m in at.metric if "max |M_k" in m.label).value) < 1e-5
+    assert chart_by_title(at, "Word embeddings")  # balance with the loaded model's embeddings
+    changes = {
+        "pe_d": (32, "Positional encoding, d_model = 32"),
+        "pe_len": (50, "Positional encoding, d_model = 32, 50 positions"),
+        "pe_pair": (3, "Pair i = 3: dimensions 6 and 7"),
+        "pe_pos": (7, "PE(7)"),
+        "pe_k": (9, "Pair i = 3: a rotation"),
+    }
+    for key, (value, expected) in changes.items():
+        at.slider(key=key).set_value(value).run()
+        assert not at.exception, key
+        assert chart_by_title(at, expected), key
+        assert at.query_params[key] == str(value)
+    assert any("M_{9}^{(i=3)}" in latex.value for latex in at.latex)
+
+
+def test_pe_page_url_restores_sliders(env) -> None:
+    at = run_app(PE, pe_d="16", pe_len="40", pe_pair="2", pe_pos="12", pe_k="3")
+    assert [at.slider(key=k).value for k in ("pe_d", "pe_len", "pe_pair", "pe_pos", "pe_k")] == [
+        16,
+        40,
+        2,
+        12,
+        3,
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# app_support (pure)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_parse_view_validates_every_parameter() -> None:
+    good = sup.parse_view(
+        {"layer": "2", "view": "encoder", "ablate": "c1.0,e0.1,e0.1", "sentence": " hi\x07 "}
+    )
+    assert good["layer"] == 2 and good["view"] == "encoder"
+    assert good["ablate"] == ("c1.0", "e0.1") and good["sentence"] == "hi"
+    bad = sup.parse_view({"layer": "x", "view": "?", "ablate": "e0", "pe_len": ["20", "5000"]})
+    assert bad["layer"] == 0 and bad["view"] == "cross" and bad["ablate"] == ()
+    assert bad["pe_len"] == 1000  # repeated key: the last one, clipped into range
+    assert sup.parse_view({"sentence": "x" * 1000})["sentence"] == "x" * sup.MAX_SENTENCE_CHARS
+
+
+def test_url_params_leave_defaults_out() -> None:
+    values = sup.parse_view({})
+    values.update(checkpoint="m", layer=3, ablate=["e0.1"])
+    assert sup.url_params(values, ["checkpoint", "sentence", "layer", "head", "ablate"]) == {
+        "checkpoint": "m",
+        "layer": "3",
+        "ablate": "e0.1",
+    }
+
+
+def test_heads_codes_round_trip_and_mask_rows() -> None:
+    assert sup.parse_head("d2.7") == ("decoder", 2, 7)
+    assert sup.head_code("cross", 1, 0) == "c1.0"
+    assert sup.head_label("e0.1") == "encoder · layer 0 · head 1"
+    sizes = {"encoder": 2, "decoder": 1, "cross": 1}
+    assert len(sup.all_head_codes(sizes, 3)) == (2 + 1 + 1) * 3
+    rows = sup.head_mask_rows(["e1.2", "c0.0", "e5.0", "junk"], sizes, 3)
+    assert rows["encoder"].sum() == 5 and rows["encoder"][1, 2] == 0 and rows["cross"][0, 0] == 0
+    assert rows["decoder"].all()
+
+
+def test_checkpoint_discovery_and_default(tmp_path: Path) -> None:
+    shipped, user = tmp_path / "shipped", tmp_path / "user"
+    for name in ("reverse", "multi30k-en-de", "copy"):
+        (shipped / name).mkdir(parents=True)
+        (shipped / name / "config.json").write_text("{}")
+    (shipped / "half-written").mkdir()  # no config.json: not a checkpoint
+    (user / "mine").mkdir(parents=True)
+    (user / "mine" / "config.json").write_text("{}")
+    found = sup.discover_checkpoints(shipped, user)
+    assert [c.key for c in found] == ["multi30k-en-de", "copy", "reverse", "yours/mine"]
+    assert sup.default_choice(found).key == "multi30k-en-de"
+    assert sup.default_choice([c for c in found if c.key != "multi30k-en-de"]).key == "copy"
+    assert sup.find_choice(found, "yours/mine").label == "mine (yours)"
+    assert sup.find_choice(found, "nope").key == "multi30k-en-de"
+    assert sup.default_choice([]) is None
+    assert sup.checkpoint_stamp(shipped / "copy") > 0
+
+
+def test_example_sentences_follow_the_checkpoint_language() -> None:
+    assert sup.language_pair("multi30k-en-de") == ("en", "de")
+    assert sup.language_pair("tatoeba-ko-en") == ("ko", "en")
+    assert sup.language_pair("x", {"src_lang": "fr", "tgt_lang": "en"}) == ("fr", "en")
+    assert sup.example_sentences("tatoeba-ko-en")[0] == sup.EXAMPLES["ko"][0]
+    assert sup.example_sentences("multi30k-de-en") == sup.EXAMPLES["de"]
+    assert sup.example_sentences("whatever") == sup.EXAMPLES["en"]
+    reverse = sup.example_sentences("reverse", task="reverse")
+    assert reverse and all(set(s.split()) <= set("abcdefghijklmnopqrstuvwxyz") for s in reverse)

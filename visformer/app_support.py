@@ -1,0 +1,366 @@
+"""What the app needs that is not drawing: checkpoint discovery, example sentences, URL view state.
+
+Pure functions (no streamlit), so they are tested directly.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .analysis import stack_maps
+from .checkpoint import list_checkpoints
+
+REPO = Path(__file__).resolve().parents[1]
+SHIPPED_ROOT = REPO / "checkpoints"
+USER_ROOT = REPO / "user_checkpoints"  # gitignored: the Train page saves here
+DEFAULT_CHECKPOINT = "multi30k-en-de"
+USER_PREFIX = "yours/"
+MAX_SENTENCE_CHARS = 300
+
+# ---------------------------------------------------------------------------------------------
+# Checkpoints
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckpointChoice:
+    """One entry of the checkpoint picker: a stable key for the URL, the folder and a label."""
+
+    key: str  # "multi30k-en-de" (shipped) or "yours/my-run" (user)
+    path: Path
+    shipped: bool
+
+    @property
+    def label(self) -> str:
+        """Text shown in the picker."""
+        return self.key if self.shipped else f"{self.key[len(USER_PREFIX) :]} (yours)"
+
+
+def checkpoint_roots() -> tuple[Path, Path]:
+    """(shipped, user) folders; VISFORMER_CHECKPOINTS / VISFORMER_USER_CHECKPOINTS override them (tests, demos)."""
+    shipped = os.environ.get("VISFORMER_CHECKPOINTS") or SHIPPED_ROOT
+    user = os.environ.get("VISFORMER_USER_CHECKPOINTS") or USER_ROOT
+    return Path(shipped), Path(user)
+
+
+def discover_checkpoints(
+    shipped_root: Path | None = None, user_root: Path | None = None
+) -> list[CheckpointChoice]:
+    """Shipped checkpoints (sorted, English→German first) followed by the user's own."""
+    default_shipped, default_user = checkpoint_roots()
+    shipped_root, user_root = shipped_root or default_shipped, user_root or default_user
+    shipped = [CheckpointChoice(p.name, p, True) for p in list_checkpoints(shipped_root)]
+    shipped.sort(key=lambda c: (c.key != DEFAULT_CHECKPOINT, c.key))
+    user = [CheckpointChoice(USER_PREFIX + p.name, p, False) for p in list_checkpoints(user_root)]
+    return shipped + user
+
+
+def default_choice(choices: list[CheckpointChoice]) -> CheckpointChoice | None:
+    """The shipped English→German model when present, else the first shipped one, else the first."""
+    by_key = {c.key: c for c in choices}
+    if DEFAULT_CHECKPOINT in by_key:
+        return by_key[DEFAULT_CHECKPOINT]
+    shipped = [c for c in choices if c.shipped]
+    return (shipped or choices or [None])[0]
+
+
+def find_choice(choices: list[CheckpointChoice], key: str | None) -> CheckpointChoice | None:
+    """The choice with this key, or the default when the key is unknown."""
+    for choice in choices:
+        if choice.key == key:
+            return choice
+    return default_choice(choices)
+
+
+def checkpoint_stamp(path: Path) -> float:
+    """Latest modification time of a checkpoint folder's files: part of every cache key."""
+    path = Path(path)
+    times = [f.stat().st_mtime for f in path.iterdir() if f.is_file()] if path.is_dir() else []
+    return max(times, default=0.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Example sentences
+# ---------------------------------------------------------------------------------------------
+
+EXAMPLES: dict[str, list[str]] = {
+    "en": [
+        "A man in a blue shirt is riding a bike down the street.",
+        "Two dogs are playing in the snow.",
+        "A little girl is climbing into a wooden playhouse.",
+        "A group of people are standing in front of a building.",
+    ],
+    "de": [
+        "Ein Mann in einem blauen Hemd fährt mit dem Fahrrad die Straße entlang.",
+        "Zwei Hunde spielen im Schnee.",
+        "Ein kleines Mädchen klettert in ein Spielhaus aus Holz.",
+    ],
+    "fr": ["Je ne sais pas.", "Il fait beau aujourd'hui.", "Où est la gare ?"],
+    "ko": ["나는 학생입니다.", "오늘 날씨가 좋아요.", "이 책은 정말 재미있어요.", "고양이가 집에 있어요."],
+}
+LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "ko": "Korean"}
+_PAIR = re.compile(r"(?:^|[-_])([a-z]{2})-([a-z]{2})(?:$|[-_])")
+
+
+def language_pair(name: str, info: Mapping[str, Any] | None = None) -> tuple[str | None, str | None]:
+    """(source, target) language codes from the checkpoint's info, else from a name like 'multi30k-en-de'."""
+    info = info or {}
+    src, tgt = info.get("src_lang"), info.get("tgt_lang")
+    if src or tgt:
+        return src, tgt
+    match = _PAIR.search(name.split("/")[-1].lower())
+    return (match.group(1), match.group(2)) if match else (None, None)
+
+
+def example_sentences(name: str, info: Mapping[str, Any] | None = None, task: str | None = None) -> list[str]:
+    """Sentences to offer for a checkpoint: task examples for toy tasks, else examples in its source language."""
+    if task:
+        from .tasks import make_examples
+
+        try:
+            return [ex.src for ex in make_examples(task, 4, seed=2024)]
+        except ValueError:
+            return []
+    listed = (info or {}).get("examples")
+    if isinstance(listed, list) and all(isinstance(s, str) for s in listed) and listed:
+        return listed
+    src, _ = language_pair(name, info)
+    return EXAMPLES.get(src or "en", EXAMPLES["en"])
+
+
+# ---------------------------------------------------------------------------------------------
+# URL view state: every parameter has a default and a validator; bad input falls back quietly
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IntParam:
+    """An integer in lo..hi."""
+
+    default: int
+    lo: int
+    hi: int
+
+    def parse(self, raw: str) -> int:
+        """The integer, clipped into range; ValueError when it is not an integer."""
+        return int(min(max(int(str(raw).strip()), self.lo), self.hi))
+
+
+@dataclass(frozen=True)
+class ChoiceParam:
+    """One of a fixed set of strings."""
+
+    default: str
+    options: tuple[str, ...]
+
+    def parse(self, raw: str) -> str:
+        """The option itself; ValueError when it is not one of the options."""
+        if raw not in self.options:
+            raise ValueError(f"{raw!r} is not one of {self.options}")
+        return raw
+
+
+@dataclass(frozen=True)
+class TextParam:
+    """Free text, trimmed and cut to max_len characters."""
+
+    default: str = ""
+    max_len: int = MAX_SENTENCE_CHARS
+
+    def parse(self, raw: str) -> str:
+        """The text without control characters."""
+        text = "".join(ch for ch in str(raw) if ch.isprintable())
+        return text.strip()[: self.max_len]
+
+
+@dataclass(frozen=True)
+class HeadsParam:
+    """A set of switched-off heads, written 'e0.1,d1.3,c0.0' (kind initial, layer, head)."""
+
+    default: tuple[str, ...] = ()
+
+    def parse(self, raw: str) -> tuple[str, ...]:
+        """Sorted unique head codes; ValueError on any malformed item."""
+        return tuple(sorted({head_code(*parse_head(item)) for item in str(raw).split(",") if item.strip()}))
+
+
+ParamSpec = IntParam | ChoiceParam | TextParam | HeadsParam
+KIND_INITIAL = {"encoder": "e", "decoder": "d", "cross": "c"}
+_HEAD = re.compile(r"^([edc])(\d{1,3})\.(\d{1,3})$")
+
+
+def parse_head(code: str) -> tuple[str, int, int]:
+    """'e0.1' -> ("encoder", 0, 1)."""
+    match = _HEAD.match(code.strip())
+    if not match:
+        raise ValueError(f"{code!r} is not a head like 'e0.1'")
+    kind = {v: k for k, v in KIND_INITIAL.items()}[match.group(1)]
+    return kind, int(match.group(2)), int(match.group(3))
+
+
+def head_code(kind: str, layer: int, head: int) -> str:
+    """("encoder", 0, 1) -> 'e0.1'."""
+    return f"{KIND_INITIAL[kind]}{layer}.{head}"
+
+
+def head_label(code: str) -> str:
+    """'e0.1' -> 'encoder · layer 0 · head 1'."""
+    kind, layer, head = parse_head(code)
+    return f"{kind} · layer {layer} · head {head}"
+
+
+def all_head_codes(n_layers: Mapping[str, int], n_heads: int) -> list[str]:
+    """Codes of every head of every kind."""
+    return [
+        head_code(kind, layer, head)
+        for kind, n in n_layers.items()
+        for layer in range(n)
+        for head in range(n_heads)
+    ]
+
+
+ATTENTION_TABS = (
+    "One head",
+    "All heads",
+    "Step through generation",
+    "Head statistics",
+    "Ablation",
+    "Inside one head",
+)
+
+# Every URL parameter the app understands. Pages use these names as widget keys; other pages add theirs here.
+VIEW_PARAMS: dict[str, ParamSpec] = {
+    "checkpoint": TextParam("", max_len=120),
+    "sentence": TextParam(""),
+    "view": ChoiceParam("cross", ("encoder", "decoder", "cross")),
+    "layer": IntParam(0, 0, 63),
+    "head": IntParam(0, 0, 63),
+    "tab": ChoiceParam(ATTENTION_TABS[0], ATTENTION_TABS),
+    "step": IntParam(0, 0, 511),
+    "ablate": HeadsParam(),
+    "stat": ChoiceParam("entropy", ("entropy", "diagonal", "previous", "first", "last", "alignment")),
+    "dk": IntParam(64, 1, 1024),
+    "pe_d": IntParam(64, 4, 1024),
+    "pe_len": IntParam(100, 10, 1000),
+    "pe_pair": IntParam(4, 0, 511),
+    "pe_pos": IntParam(10, 0, 999),
+    "pe_k": IntParam(5, 1, 100),
+}
+
+
+def parse_view(params: Mapping[str, Any], specs: Mapping[str, ParamSpec] = VIEW_PARAMS) -> dict[str, Any]:
+    """Every known parameter from a query-string mapping, each falling back to its default when bad."""
+    values: dict[str, Any] = {}
+    for name, spec in specs.items():
+        raw = params.get(name)
+        if isinstance(raw, list | tuple):
+            raw = raw[-1] if raw else None
+        try:
+            values[name] = spec.default if raw is None else spec.parse(raw)
+        except (ValueError, TypeError):
+            values[name] = spec.default
+    return values
+
+
+def encode_value(value: Any) -> str:
+    """A parameter value as it is written into the URL."""
+    if isinstance(value, tuple | list):
+        return ",".join(sorted(str(v) for v in value))
+    return str(value)
+
+
+def url_params(
+    values: Mapping[str, Any], keys: list[str], specs: Mapping[str, ParamSpec] = VIEW_PARAMS
+) -> dict[str, str]:
+    """The query string for `keys`: values that differ from their default (checkpoint and sentence always)."""
+    out = {}
+    for key in keys:
+        if key not in values or key not in specs:
+            continue
+        value = tuple(values[key]) if isinstance(values[key], list) else values[key]
+        if key in ("checkpoint", "sentence") or value != specs[key].default:
+            if value not in ("", ()):
+                out[key] = encode_value(value)
+    return out
+
+
+def clamp(value: int, lo: int, hi: int) -> int:
+    """value limited to lo..hi."""
+    return max(lo, min(int(value), hi))
+
+
+def even(value: int) -> int:
+    """The even number at or below value (d_model must be even)."""
+    return int(value) - int(value) % 2
+
+
+# ---------------------------------------------------------------------------------------------
+# A translation as plain arrays (what the Attention page caches and draws)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TranslationView:
+    """Pieces and attention stacks (layers, heads, queries, keys) of one translation."""
+
+    source: str
+    text: str
+    src_ids: list[int]
+    query_ids: list[int]  # decoder inputs: [bos] + output[:-1]
+    src_pieces: list[str]  # source tokens + </s>
+    query_pieces: list[str]  # decoder inputs: <s> + output[:-1]
+    output_pieces: list[str]  # what each decoder position produced
+    encoder: np.ndarray  # (L, h, S, S)
+    decoder: np.ndarray  # (L, h, T, T)
+    cross: np.ndarray  # (L, h, T, S)
+    truncated: bool = False
+
+    def stack(self, kind: str) -> np.ndarray:
+        """The stack of one attention kind."""
+        return {"encoder": self.encoder, "decoder": self.decoder, "cross": self.cross}[kind]
+
+    def labels(self, kind: str) -> tuple[list[str], list[str]]:
+        """(query labels, key labels) of one attention kind."""
+        if kind == "encoder":
+            return self.src_pieces, self.src_pieces
+        if kind == "decoder":
+            return self.query_pieces, self.query_pieces
+        return self.query_pieces, self.src_pieces
+
+
+def translation_view(translation: Any, tgt_tokenizer: Any, source: str) -> TranslationView:
+    """Turn a `visformer.decoding.Translation` into arrays and labels."""
+    maps = translation.attention
+    return TranslationView(
+        source=source,
+        text=translation.text,
+        src_ids=list(translation.src_ids),
+        query_ids=list(translation.decoder_input_ids),
+        src_pieces=list(translation.src_pieces),
+        query_pieces=list(tgt_tokenizer.pieces(translation.decoder_input_ids)),
+        output_pieces=list(translation.tgt_pieces),
+        encoder=stack_maps(maps, "encoder"),
+        decoder=stack_maps(maps, "decoder"),
+        cross=stack_maps(maps, "cross"),
+        truncated=bool(getattr(translation, "truncated", False)),
+    )
+
+
+def head_mask_rows(codes: Iterable[str], n_layers: Mapping[str, int], n_heads: int) -> dict[str, np.ndarray]:
+    """(layers, heads) arrays of 1/0 per kind with the listed heads off; unknown or out-of-range codes are ignored."""
+    rows = {kind: np.ones((n, n_heads), dtype=np.float32) for kind, n in n_layers.items()}
+    for code in codes:
+        try:
+            kind, layer, head = parse_head(code)
+        except ValueError:
+            continue
+        if kind in rows and layer < rows[kind].shape[0] and head < n_heads:
+            rows[kind][layer, head] = 0.0
+    return rows
