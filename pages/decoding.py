@@ -1,0 +1,251 @@
+"""Decoding page: one sentence, several strategies side by side; steps, the beam tree and samples."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+import torch
+
+from pages import common
+from visformer import app_support as sup
+from visformer import decoding_figures as dfig
+from visformer import figures as fg
+from visformer.decoding import STRATEGIES, get_strategy, translate
+from visformer.hosting import HostedLimits
+from visformer.validation import check_decoding_params
+
+DEFAULT_STRATEGIES = ["greedy", "beam", "temperature", "top-k", "top-p"]
+SAMPLERS = ["temperature", "top-k", "top-p", "sample"]
+STEP_NOTES = {
+    "greedy": "Greedy keeps exactly one token: the most probable.",
+    "beam": "Beam search: blue bars are the extensions of this hypothesis that became beams at this step.",
+}
+SAMPLE_NOTE = "The token was drawn at random from the blue bars (the filtered, renormalised distribution)."
+
+# ---------------------------------------------------------------------------------------------
+# Cached decoding (keyed on checkpoint, sentence, strategy and parameters)
+# ---------------------------------------------------------------------------------------------
+
+
+@st.cache_data(max_entries=128, show_spinner="Decoding…")
+def decode(
+    path: str, stamp: float, sentence: str, strategy: str, params: tuple[tuple[str, Any], ...]
+) -> dfig.StrategyView:
+    """One strategy's output, steps and (beam) tree for one sentence."""
+    ck = common.load(path, stamp)
+    result = translate(ck.model, ck.src_tokenizer, ck.tgt_tokenizer, sentence, strategy, **dict(params))
+    return dfig.strategy_view(result, ck.tgt_tokenizer, strategy, dict(params))
+
+
+@st.cache_data(max_entries=32, show_spinner="Drawing samples…")
+def samples(
+    path: str, stamp: float, sentence: str, strategy: str, params: tuple[tuple[str, Any], ...], n: int
+) -> tuple[list[str], list[float]]:
+    """n samples of one sampling strategy, drawn as one batch from one seeded generator: texts and log P."""
+    ck = common.load(path, stamp)
+    src_tok, tgt_tok = ck.src_tokenizer, ck.tgt_tokenizer
+    ids = src_tok.encode(sentence)[: ck.model_config.max_len - 1] + [src_tok.eos_id]
+    device = next(ck.model.parameters()).device
+    src = torch.tensor([ids] * n, dtype=torch.long, device=device)  # (n, S)
+    result = get_strategy(strategy)(
+        ck.model, src, bos_id=tgt_tok.bos_id, eos_id=tgt_tok.eos_id, **dict(params)
+    )
+    return [tgt_tok.decode(o.tokens) for o in result.outputs], [float(o.best.logprob) for o in result.outputs]
+
+
+# ---------------------------------------------------------------------------------------------
+# Parameters
+# ---------------------------------------------------------------------------------------------
+
+
+def param_key(strategy: str, name: str) -> str:
+    """Session-state key of one strategy parameter."""
+    return f"dec_{strategy}_{name}"
+
+
+def param_widgets(strategy: str, limits: HostedLimits) -> None:
+    """Inputs for every parameter a strategy exposes (values kept in session state)."""
+    chosen = get_strategy(strategy)
+    st.markdown(f"**{strategy}**")
+    st.caption(chosen.description)
+    for p in chosen.params:
+        key = param_key(strategy, p.name)
+        low, high = p.low, p.high
+        if strategy == "top-k" and p.name == "top_k":
+            low = 1
+        if p.name == "beam_size":
+            high = min(high, limits.max_beam_size)
+        value = st.session_state.get(key, p.default)
+        st.session_state[key] = (
+            int(sup.clamp(value, low, high)) if p.is_int else min(max(float(value), low), high)
+        )
+        if p.is_int:
+            st.number_input(p.name, int(low), int(high), step=int(p.step), key=key, help=p.help,
+                            persist_state=common.PERSIST)  # fmt: skip
+        else:
+            st.slider(p.name, float(low), float(high), step=float(p.step), key=key, help=p.help,
+                      persist_state=common.PERSIST)  # fmt: skip
+    if not chosen.params:
+        st.caption("No parameters.")
+
+
+def params_of(strategy: str, limits: HostedLimits, drop: tuple[str, ...] = ()) -> tuple[tuple[str, Any], ...]:
+    """The strategy's parameters from session state (defaults where unset), checked against the limits."""
+    chosen = get_strategy(strategy)
+    raw = {
+        name: st.session_state.get(param_key(strategy, name), value)
+        for name, value in chosen.defaults().items()
+        if name not in drop
+    }
+    return tuple(sorted(check_decoding_params(strategy, raw, limits).items()))
+
+
+# ---------------------------------------------------------------------------------------------
+# Sections
+# ---------------------------------------------------------------------------------------------
+
+
+def comparison_section(views: list[dfig.StrategyView], reference: str) -> None:
+    """Table and bar chart of every chosen strategy's output."""
+    table = dfig.comparison_table(views, reference)
+    st.dataframe(table, hide_index=True, width="stretch")
+    if reference.strip():
+        st.caption("BLEU: sacreBLEU sentence score (0–100) of each output against your reference.")
+    common.chart(dfig.comparison_figure(views), "decoding-comparison")
+
+
+def step_section(views: list[dfig.StrategyView]) -> None:
+    """For one strategy and step: candidates before and after the filters, the kept set, the choice."""
+    labels = [v.label for v in views]
+    state = st.session_state
+    if state.get("dec_step_strategy") not in labels:
+        state["dec_step_strategy"] = labels[0]
+    left, right = st.columns([1, 2])
+    label = left.selectbox("Strategy", labels, key="dec_step_strategy")
+    view = views[labels.index(label)]
+    with right:
+        step = common.index_slider("Output step", len(view.steps), "dec_step")
+    st.markdown("Output: " + common.pieces_markdown(view.pieces, highlight=step))
+    s = view.steps[step]
+    kept = f"{s.n_kept} token{'s' if s.n_kept != 1 else ''} kept"
+    title = f"Output step {step}: {kept}, chose “{fg.escape(s.candidates[s.chosen])}”"
+    common.chart(dfig.candidates_figure(s, title=title), f"decoding-step-{view.strategy}-{step}")
+    st.caption(
+        STEP_NOTES.get(view.strategy, SAMPLE_NOTE)
+        + " Grey: the model's probability of each of its top candidates; blue: after the filters (red = filtered out)."
+        f" Running log P after this step: {s.logprob:.3f}."
+    )
+
+
+def beam_section(key: tuple, sentence: str, limits: HostedLimits) -> None:
+    """The beam search tree and its n best hypotheses."""
+    params = params_of("beam", limits)
+    view = decode(*key, sentence, "beam", params)
+    st.markdown(f"**{view.label}** → {view.text or '(empty)'}")
+    common.chart(dfig.beam_tree_figure(view.tree, view.best_node), "beam-tree")
+    st.caption(
+        "Each column is a step, each row a beam (ranked by log P at that step). Lines join a token to the "
+        "hypothesis it extends; red is the winner. Hover a node for its hypothesis and scores; "
+        "the final ranking divides log P by the length penalty ((5+|Y|)/6)^α."
+    )
+    rows = [{"rank": i + 1, "hypothesis": t or "(empty)", "log P": round(lp, 3), "score": round(sc, 3)}
+            for i, (t, lp, sc) in enumerate(view.nbest)]  # fmt: skip
+    st.dataframe(rows, hide_index=True, width="stretch")
+
+
+def samples_section(key: tuple, sentence: str, selected: list[str], limits: HostedLimits) -> None:
+    """N samples with a seed and how diverse they are."""
+    state = st.session_state
+    offered = [s for s in selected if s in SAMPLERS] or ["temperature"]
+    if state.get("dec_sampler") not in SAMPLERS:
+        state["dec_sampler"] = offered[0]
+    c1, c2, c3 = st.columns(3)
+    strategy = c1.selectbox("Sampling strategy", SAMPLERS, key="dec_sampler", persist_state=common.PERSIST)
+    state["dec_n"] = sup.clamp(state.get("dec_n", 10), 2, limits.max_samples)
+    n = c2.slider("Number of samples N", 2, limits.max_samples, key="dec_n", persist_state=common.PERSIST)
+    state.setdefault("dec_seed", 0)
+    seed = c3.number_input("Seed", 0, 2**31 - 1, key="dec_seed", persist_state=common.PERSIST,
+                           help="The same seed draws the same samples.")  # fmt: skip
+    params = (*params_of(strategy, limits, drop=("seed",)), ("seed", int(seed)))
+    texts, logprobs = samples(*key, sentence, strategy, tuple(sorted(params)), n)
+    d = dfig.diversity(texts)
+    m = st.columns(4)
+    m[0].metric("Different outputs", f"{d.distinct} / {d.n}")
+    m[1].metric("distinct-1", f"{d.distinct_1:.2f}", help="Unique words / all words over the samples.")
+    m[2].metric("distinct-2", f"{d.distinct_2:.2f}", help="Unique word pairs / all word pairs.")
+    m[3].metric(
+        "self-BLEU",
+        f"{d.self_bleu:.1f}",
+        help="Mean BLEU of each sample against the others: high = repetitive.",
+    )
+    common.chart(dfig.samples_figure(texts, logprobs), "decoding-samples")
+    st.caption(
+        f"Parameters: {dfig.params_label(strategy, dict(params))}. Change them in the parameter panel above."
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Page
+# ---------------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    """Sentence and strategies → comparison, step view, beam tree, samples."""
+    state = st.session_state
+    limits = common.limits()
+    st.title("Decoding")
+    st.markdown(
+        "The model gives a probability to every possible next token; a **decoding strategy** decides which one "
+        "to write. Compare them on one sentence."
+    )
+    loaded = common.current_checkpoint()
+    if loaded is None:
+        return
+    choice, ck = loaded
+    key = (str(choice.path), sup.checkpoint_stamp(choice.path))
+    common.offer_examples(choice, ck)
+    left, right = st.columns(2)
+    left.text_input("Sentence to translate", key="sentence", persist_state=common.PERSIST,
+                    max_chars=sup.MAX_SENTENCE_CHARS)  # fmt: skip
+    reference = right.text_input("Reference translation (optional, for BLEU)", key="dec_reference",
+                                 persist_state=common.PERSIST)  # fmt: skip
+    try:
+        sentence = common.fitted_sentence(ck, state.get("sentence", ""))
+    except ValueError as exc:
+        st.error(str(exc))
+        common.sync_url(["sentence"])
+        return
+
+    state.setdefault("dec_strategies", DEFAULT_STRATEGIES)
+    selected = st.multiselect("Strategies", list(STRATEGIES), key="dec_strategies", persist_state=common.PERSIST,
+                              help="Each is run on the same sentence with its own parameters.")  # fmt: skip
+    if not selected:
+        st.info("Choose at least one strategy.")
+        common.sync_url(["sentence"])
+        return
+    with st.expander("Parameters", expanded=False, icon=":material/tune:"):
+        for column, strategy in zip(st.columns(len(selected)), selected, strict=True):
+            with column:
+                param_widgets(strategy, limits)
+
+    views = []
+    for strategy in selected:
+        try:
+            views.append(decode(*key, sentence, strategy, params_of(strategy, limits)))
+        except ValueError as exc:
+            st.error(f"{strategy}: {exc}")
+    if views:
+        comparison_section(views, reference)
+    tabs = st.tabs(["Step by step", "Beam search tree", "Samples"])
+    with tabs[0]:
+        if views:
+            step_section(views)
+    with tabs[1]:
+        beam_section(key, sentence, limits)
+    with tabs[2]:
+        samples_section(key, sentence, selected, limits)
+    common.sync_url(["sentence"])
+
+
+main()

@@ -1,0 +1,104 @@
+"""Decoding page in AppTest: every strategy (alone, in pairs, all together) renders with its step view."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from tests.test_app_timeline import chart_specs, env, open_page, roots  # noqa: F401 (fixtures)
+from visformer.decoding import STRATEGIES
+
+DECODING = "pages/decoding.py"
+NAMES = list(STRATEGIES)
+COMBINATIONS = (
+    [[name] for name in NAMES] + [list(pair) for pair in itertools.combinations(NAMES, 2)] + [NAMES]
+)
+
+
+@pytest.fixture(scope="module")
+def page(roots) -> object:  # noqa: F811
+    """One session on the Decoding page, reused across combinations (each test sets what it needs)."""
+    import os
+
+    old = {k: os.environ.get(k) for k in ("VISFORMER_CHECKPOINTS", "VISFORMER_USER_CHECKPOINTS")}
+    os.environ["VISFORMER_CHECKPOINTS"], os.environ["VISFORMER_USER_CHECKPOINTS"] = (
+        str(roots[0]),
+        str(roots[1]),
+    )
+    at = open_page(DECODING, "toy-copy")
+    yield at
+    for key, value in old.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.mark.parametrize("chosen", COMBINATIONS, ids=["+".join(c) for c in COMBINATIONS])
+def test_every_strategy_combination_renders(page, chosen: list[str]) -> None:
+    at = page
+    at.multiselect(key="dec_strategies").set_value(chosen).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    table = at.dataframe[0].value
+    assert [label.split(" (")[0] for label in table["strategy"]] == chosen
+    assert (table["length"] >= 1).all() and (table["log P"] <= 0).all()
+    for label in table["strategy"]:  # the step view of each strategy, at its last step
+        at.selectbox(key="dec_step_strategy").set_value(label).run()
+        sliders = [w for w in at.slider if w.key == "dec_step"]  # absent when the output has one token
+        if sliders:
+            sliders[0].set_value(sliders[0].max).run()
+        assert not at.exception, [e.value for e in at.exception]
+        titles = [spec["layout"]["title"]["text"] for spec in chart_specs(at)]
+        assert any("chose" in title for title in titles)
+
+
+def test_reference_adds_bleu(page) -> None:
+    at = page
+    at.multiselect(key="dec_strategies").set_value(["greedy", "beam"]).run()
+    output = at.dataframe[0].value.loc[0, "output"]
+    at.text_input(key="dec_reference").input(output).run()
+    table = at.dataframe[0].value
+    assert "BLEU" in table.columns
+    if output != "(empty)" and len(output.split()) >= 4:
+        assert table.loc[0, "BLEU"] == pytest.approx(100.0)
+    at.text_input(key="dec_reference").input("").run()
+    assert "BLEU" not in at.dataframe[0].value.columns
+
+
+def test_samples_show_their_diversity(page) -> None:
+    at = page
+    at.multiselect(key="dec_strategies").set_value(["greedy", "temperature"]).run()
+    at.selectbox(key="dec_sampler").set_value("temperature").run()
+    at.slider(key="dec_n").set_value(6).run()
+    at.number_input(key="dec_seed").set_value(3).run()
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Different outputs"].endswith("/ 6")
+    first = [spec for spec in chart_specs(at) if "samples" in spec["layout"]["title"]["text"]][0]
+    assert sum(first["data"][0]["x"]) == 6  # every sample is counted once
+    at.slider(key="dec_temperature_temperature").set_value(
+        2.5
+    ).run()  # the parameter panel drives the samples
+    assert not at.exception
+
+
+def test_beam_tree_and_parameters(page) -> None:
+    at = page
+    at.multiselect(key="dec_strategies").set_value(["beam"]).run()
+    at.number_input(key="dec_beam_beam_size").set_value(3).run()
+    assert not at.exception
+    assert "beam_size=3" in at.dataframe[0].value.loc[0, "strategy"]
+    tree = [spec for spec in chart_specs(at) if "beam (rank" in str(spec["layout"].get("yaxis", {}))][0]
+    ranks = [y for trace in tree["data"] if trace.get("mode") == "markers+text" for y in trace.get("y", [])]
+    assert max(ranks) <= 2  # three beams: ranks 0..2
+
+
+def test_empty_sentence_gets_a_message(page) -> None:
+    at = page
+    at.text_input(key="sentence").input("   ").run()
+    assert not at.exception
+    assert any("nothing to translate" in e.value for e in at.error)
+    at.text_input(key="sentence").input("a b c").run()
+    assert not at.error

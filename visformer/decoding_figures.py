@@ -1,0 +1,399 @@
+"""What the Decoding page shows: strategy outputs as plain views, their scores, and plotly figures.
+
+`strategy_view()` turns a `visformer.decoding.Translation` into a small picklable `StrategyView`
+(pieces instead of ids, no tensors) that the page caches; the builders below draw it. No streamlit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from .decoding import BeamNode, Step, Translation
+from .figures import _layout, escape
+
+MODEL_COLOR = "#c9d3e0"  # the model's probabilities, before filters
+KEPT_COLOR = "#3b75af"  # survivors of the filters (beam: became a beam)
+DROPPED_COLOR = "#e4572e"
+CHOSEN_COLOR = "#f2a541"
+FINISHED_COLOR = "#2e9e5b"
+PRUNED_COLOR = "#b0b0b0"
+BEST_COLOR = "#e4572e"
+
+# ---------------------------------------------------------------------------------------------
+# Views: what one strategy produced, as pieces and numbers
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepView:
+    """One output step: the top candidates before and after the filters, and the chosen one."""
+
+    candidates: list[str]  # pieces, most probable first (the chosen one appended when outside the top)
+    probs: list[float]  # model probabilities (before filters)
+    filtered: list[float]  # after temperature / top-k / top-p (0 = filtered out; NaN = unknown)
+    kept: list[bool]
+    chosen: int  # index of the chosen piece in `candidates`
+    n_kept: int  # size of the whole kept set (may exceed the candidates shown)
+    logprob: float  # running log P after this step
+
+
+@dataclass(frozen=True)
+class TreeNode:
+    """One beam at one step of beam search, with the hypothesis it spells so far."""
+
+    step: int
+    beam: int
+    parent: int
+    piece: str
+    prefix: str  # the hypothesis up to and including this piece
+    logprob: float
+    score: float
+    finished: bool
+
+
+@dataclass(frozen=True)
+class StrategyView:
+    """What one strategy produced for one sentence."""
+
+    label: str  # e.g. "beam (beam_size=4, alpha=0.6)"
+    strategy: str
+    params: dict[str, Any]
+    text: str
+    pieces: list[str]
+    logprob: float
+    finished: bool  # ended with </s> (False: cut by the length limit)
+    steps: list[StepView]
+    tree: list[list[TreeNode]] = field(default_factory=list)
+    best_node: tuple[int, int] | None = None
+    nbest: list[tuple[str, float, float]] = field(default_factory=list)  # (text, log P, score)
+
+    @property
+    def length(self) -> int:
+        """Output tokens, </s> included."""
+        return len(self.pieces)
+
+
+def params_label(strategy: str, params: dict[str, Any]) -> str:
+    """'top-k (top_k=10, seed=0)'."""
+    shown = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items())
+    return f"{strategy} ({shown})" if shown else strategy
+
+
+def step_view(step: Step, piece: Callable[[int], str]) -> StepView:
+    """A Step with pieces for ids; the chosen token is appended when it is not among the top candidates."""
+    candidates, probs, filtered, kept = (
+        list(step.candidates),
+        list(step.probs),
+        list(step.filtered),
+        list(step.kept),
+    )
+    if step.token not in candidates:
+        candidates.append(step.token)
+        probs.append(step.token_prob)
+        filtered.append(math.nan)
+        kept.append(True)
+    return StepView(
+        [piece(i) for i in candidates],
+        probs,
+        filtered,
+        kept,
+        candidates.index(step.token),
+        step.n_kept,
+        step.logprob,
+    )
+
+
+def tree_nodes(tree: list[list[BeamNode]], piece: Callable[[int], str]) -> list[list[TreeNode]]:
+    """Beam nodes with pieces and the prefix each hypothesis spells."""
+    out: list[list[TreeNode]] = []
+    prefixes = {0: ""}
+    for nodes in tree:
+        layer, nxt = [], {}
+        for n in nodes:
+            prefix = f"{prefixes.get(n.parent, '')} {piece(n.token)}".strip()
+            nxt[n.beam] = prefix
+            layer.append(
+                TreeNode(n.step, n.beam, n.parent, piece(n.token), prefix, n.logprob, n.score, n.finished)
+            )
+        out.append(layer)
+        prefixes = nxt
+    return out
+
+
+def strategy_view(
+    translation: Translation, tgt_tokenizer: Any, strategy: str, params: dict[str, Any]
+) -> StrategyView:
+    """The view of one Translation (any strategy)."""
+
+    def piece(i: int) -> str:
+        return tgt_tokenizer.pieces([i])[0]
+
+    out = translation.output
+    nbest = [(tgt_tokenizer.decode(h.tokens), h.logprob, h.score) for h in out.nbest]
+    return StrategyView(
+        label=params_label(strategy, params),
+        strategy=strategy,
+        params=dict(params),
+        text=translation.text,
+        pieces=list(translation.tgt_pieces),
+        logprob=float(out.best.logprob),
+        finished=bool(out.best.finished),
+        steps=[step_view(s, piece) for s in out.steps],
+        tree=tree_nodes(out.tree, piece),
+        best_node=out.best.node,
+        nbest=nbest,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Scores: BLEU against a reference, diversity of samples
+# ---------------------------------------------------------------------------------------------
+
+
+def sentence_bleu(hypothesis: str, reference: str) -> float:
+    """sacreBLEU sentence BLEU (0–100, smoothed) of one output against one reference."""
+    import sacrebleu
+
+    return float(sacrebleu.sentence_bleu(hypothesis, [reference]).score)
+
+
+def distinct_n(texts: Sequence[str], n: int) -> float:
+    """Distinct-n: unique word n-grams / all word n-grams over the texts (0 when there are none)."""
+    grams = [
+        tuple(words[i : i + n]) for words in (t.split() for t in texts) for i in range(len(words) - n + 1)
+    ]
+    return len(set(grams)) / len(grams) if grams else 0.0
+
+
+def self_bleu(texts: Sequence[str]) -> float:
+    """Mean BLEU of each text against all the others (high = the samples repeat each other); NaN for < 2."""
+    if len(texts) < 2:
+        return math.nan
+    import sacrebleu
+
+    scores = [
+        sacrebleu.sentence_bleu(t, [o for j, o in enumerate(texts) if j != i]).score
+        for i, t in enumerate(texts)
+    ]
+    return float(np.mean(scores))
+
+
+@dataclass(frozen=True)
+class Diversity:
+    """How different N samples are."""
+
+    n: int
+    distinct: int  # different output texts
+    distinct_1: float
+    distinct_2: float
+    self_bleu: float
+
+
+def diversity(texts: Sequence[str]) -> Diversity:
+    """Distinct outputs, distinct-1/2 and self-BLEU of a set of samples."""
+    return Diversity(
+        len(texts), len(set(texts)), distinct_n(texts, 1), distinct_n(texts, 2), self_bleu(texts)
+    )
+
+
+def comparison_table(views: Sequence[StrategyView], reference: str = "") -> pd.DataFrame:
+    """One row per strategy: output, log P, log P per token, length, and BLEU when a reference is given."""
+    rows = []
+    for v in views:
+        row = {
+            "strategy": v.label,
+            "output": v.text or "(empty)",
+            "log P": round(v.logprob, 3),
+            "log P / token": round(v.logprob / max(v.length, 1), 3),
+            "length": v.length,
+            "ended with </s>": v.finished,
+        }
+        if reference.strip():
+            row["BLEU"] = round(sentence_bleu(v.text, reference), 1)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures
+# ---------------------------------------------------------------------------------------------
+
+
+def comparison_figure(views: Sequence[StrategyView]) -> go.Figure:
+    """Horizontal bars of each strategy's log P (closer to 0 = more probable), length printed beside."""
+    labels = [v.label for v in views]
+    logprobs = [v.logprob for v in views]
+    fig = go.Figure(
+        go.Bar(
+            y=labels,
+            x=logprobs,
+            orientation="h",
+            marker_color=KEPT_COLOR,
+            text=[f"{v.length} token{'s' if v.length != 1 else ''}" for v in views],
+            textposition="outside",
+            customdata=[escape(v.text) for v in views],
+            hovertemplate="%{y}<br>log P = %{x:.3f}<br>%{customdata}<extra></extra>",
+        )
+    )
+    low = min(logprobs, default=-1.0)
+    fig.update_xaxes(title="log P(output | source)  (0 = certain)", range=[low * 1.25 - 0.5, 0])
+    fig.update_yaxes(autorange="reversed")
+    return _layout(fig, "How probable is each output under the model?", 140 + 40 * len(views))
+
+
+def candidates_figure(step: StepView, *, title: str = "") -> go.Figure:
+    """Top candidates' probabilities before and after the filters; kept set highlighted, chosen token marked."""
+    x = list(range(len(step.candidates)))
+    labels = [escape(c) for c in step.candidates]
+    after = [0.0 if math.isnan(f) else f for f in step.filtered]
+    fig = go.Figure()
+    fig.add_trace(
+        go.Bar(
+            x=x, y=step.probs, name="model probability", marker_color=MODEL_COLOR,
+            customdata=labels, hovertemplate="%{customdata}: p = %{y:.3f}<extra>model</extra>",
+        )
+    )  # fmt: skip
+    fig.add_trace(
+        go.Bar(
+            x=x,
+            y=after,
+            name="after filters (kept)",
+            marker=dict(
+                color=[KEPT_COLOR if k else DROPPED_COLOR for k in step.kept],
+                line=dict(color=[CHOSEN_COLOR if i == step.chosen else "rgba(0,0,0,0)" for i in x], width=3),
+            ),
+            customdata=[[c, "kept" if k else "filtered out"] for c, k in zip(labels, step.kept, strict=True)],
+            hovertemplate="%{customdata[0]}: p = %{y:.3f} (%{customdata[1]})<extra>after filters</extra>",
+        )
+    )
+    dropped = [i for i, k in enumerate(step.kept) if not k]
+    if dropped:
+        fig.add_trace(
+            go.Scatter(
+                x=dropped, y=[step.probs[i] for i in dropped], mode="markers", name="filtered out",
+                marker=dict(symbol="x", size=10, color=DROPPED_COLOR), hoverinfo="skip",
+            )
+        )  # fmt: skip
+    top = max([*step.probs, *after, 1e-9])
+    fig.add_annotation(
+        x=step.chosen, y=max(step.probs[step.chosen], after[step.chosen]), text=f"chosen: {labels[step.chosen]}",
+        showarrow=True, arrowhead=2, arrowcolor=CHOSEN_COLOR, ax=36, ay=-26, xanchor="left", font=dict(color="#7a4b00"),
+    )  # fmt: skip
+    fig.update_xaxes(tickvals=x, ticktext=labels, tickangle=-45)
+    fig.update_yaxes(title="probability", range=[0, top * 1.3 + 0.02])
+    fig.update_layout(
+        barmode="group", bargap=0.25, legend=dict(orientation="h", y=1.12, x=1, xanchor="right")
+    )
+    return _layout(fig, title, 400)
+
+
+def _node_status(tree: list[list[TreeNode]]) -> dict[tuple[int, int], str]:
+    """'finished', 'pruned' (no child at the next step) or 'live' (still a beam when the search ended)."""
+    status = {}
+    for t, nodes in enumerate(tree):
+        children = {n.parent for n in tree[t + 1]} if t + 1 < len(tree) else None
+        for n in nodes:
+            if n.finished:
+                status[(n.step, n.beam)] = "finished"
+            elif children is not None and n.beam not in children:
+                status[(n.step, n.beam)] = "pruned"
+            else:
+                status[(n.step, n.beam)] = "live"
+    return status
+
+
+def _best_path(tree: list[list[TreeNode]], best: tuple[int, int] | None) -> set[tuple[int, int]]:
+    """(step, beam) of every node on the best hypothesis."""
+    path: set[tuple[int, int]] = set()
+    if best is None:
+        return path
+    step, beam = best
+    by_key = {(n.step, n.beam): n for nodes in tree for n in nodes}
+    while step >= 1 and (step, beam) in by_key:
+        path.add((step, beam))
+        step, beam = step - 1, by_key[(step, beam)].parent
+    return path
+
+
+def beam_tree_figure(
+    tree: list[list[TreeNode]], best: tuple[int, int] | None = None, *, title: str = ""
+) -> go.Figure:
+    """The beam search tree: steps left to right, beams top to bottom; finished, pruned and best marked."""
+    if not tree:
+        raise ValueError("no beam tree to draw: this strategy is not beam search")
+    status = _node_status(tree)
+    on_best = _best_path(tree, best)
+    fig = go.Figure()
+    edge_x: list[float | None] = []
+    edge_y: list[float | None] = []
+    best_x: list[float | None] = []
+    best_y: list[float | None] = []
+    for nodes in tree:
+        for n in nodes:
+            xs, ys = (best_x, best_y) if (n.step, n.beam) in on_best else (edge_x, edge_y)
+            xs += [n.step - 1, n.step, None]
+            ys += [n.parent, n.beam, None]
+    fig.add_trace(go.Scatter(x=edge_x, y=edge_y, mode="lines", line=dict(color="#c8c8c8", width=1.5),
+                             hoverinfo="skip", showlegend=False))  # fmt: skip
+    fig.add_trace(go.Scatter(x=best_x, y=best_y, mode="lines", line=dict(color=BEST_COLOR, width=3.5),
+                             name="best hypothesis", hoverinfo="skip"))  # fmt: skip
+    fig.add_trace(go.Scatter(x=[0], y=[0], mode="markers+text", text=["&lt;s&gt;"], textposition="middle left",
+                             marker=dict(size=12, color="#444"), name="start", hoverinfo="skip", showlegend=False))  # fmt: skip
+    styles = {
+        "live": (KEPT_COLOR, "circle", "kept beam"),
+        "pruned": (PRUNED_COLOR, "x", "pruned (no extension survived)"),
+        "finished": (FINISHED_COLOR, "diamond", "finished (&lt;/s&gt;)"),
+    }
+    for kind, (color, symbol, name) in styles.items():
+        chosen = [n for nodes in tree for n in nodes if status[(n.step, n.beam)] == kind]
+        if not chosen:
+            continue
+        fig.add_trace(
+            go.Scatter(
+                x=[n.step for n in chosen],
+                y=[n.beam for n in chosen],
+                mode="markers+text",
+                text=[escape(n.piece) for n in chosen],
+                textposition="top center",
+                textfont=dict(size=11),
+                marker=dict(size=12, color=color, symbol=symbol, line=dict(color="white", width=1)),
+                customdata=[[escape(n.prefix), n.logprob, n.score] for n in chosen],
+                hovertemplate="%{customdata[0]}<br>log P = %{customdata[1]:.3f}<br>score = %{customdata[2]:.3f}"
+                f"<extra>{name}</extra>",
+                name=name,
+            )
+        )
+    n_beams = max(n.beam for nodes in tree for n in nodes) + 1
+    fig.update_xaxes(title="step", dtick=1, range=[-0.7, len(tree) + 0.5], showgrid=False, zeroline=False)
+    fig.update_yaxes(title="beam (rank at that step)", dtick=1, autorange="reversed", range=[-0.6, n_beams - 0.4],
+                     showgrid=False, zeroline=False)  # fmt: skip
+    fig.update_layout(legend=dict(orientation="h", y=-0.18))
+    return _layout(fig, title, 220 + 55 * n_beams)
+
+
+def samples_figure(texts: Sequence[str], logprobs: Sequence[float]) -> go.Figure:
+    """How often each distinct sample came out, most frequent first, with its log P on hover."""
+    counts: dict[str, int] = {}
+    best_lp: dict[str, float] = {}
+    for t, lp in zip(texts, logprobs, strict=True):
+        counts[t] = counts.get(t, 0) + 1
+        best_lp[t] = lp
+    order = sorted(counts, key=lambda t: (-counts[t], -best_lp[t]))
+    labels = [escape(t or "(empty)") if len(t) <= 60 else escape(t[:57]) + "…" for t in order]
+    fig = go.Figure(
+        go.Bar(
+            y=labels, x=[counts[t] for t in order], orientation="h", marker_color=KEPT_COLOR,
+            customdata=[[escape(t), best_lp[t]] for t in order],
+            hovertemplate="%{customdata[0]}<br>drawn %{x}×, log P = %{customdata[1]:.3f}<extra></extra>",
+        )
+    )  # fmt: skip
+    fig.update_xaxes(title="times drawn", dtick=1)
+    fig.update_yaxes(autorange="reversed")
+    return _layout(fig, f"{len(order)} different outputs in {len(texts)} samples", 160 + 28 * len(order))

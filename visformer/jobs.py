@@ -1,0 +1,469 @@
+"""Training in the background for the Train page: one worker thread per run, a registry that caps them.
+
+The page never trains inside its own script run. It asks `REGISTRY.start(owner, spec, limits, root)`
+for a `Job`; the job's thread builds the data, tokenizer and model, iterates `Trainer.run()`, keeps
+the metrics in a lock-protected buffer and finally saves a checkpoint into `root`. The page polls
+`job.progress()` (an immutable copy) from a fragment and calls `job.stop()` for a clean early end:
+the run finishes its current step and the checkpoint keeps what was learned.
+
+Everything a deployment bounds (model size, steps, wall time, runs at once, torch threads) arrives
+as one `visformer.hosting.HostedLimits` argument and is enforced with `visformer.validation`;
+the cap on concurrent runs is `hosting.run_slots(limits)`, shared by every session of the process.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .checkpoint import safe_checkpoint_dir, save_trainer
+from .config import ModelConfig
+from .data import Pair, filter_by_length, read_parallel, read_tsv, split_by_source
+from .hosting import HostedLimits, run_slots
+from .model import Transformer
+from .training import EvalMetrics, StepMetrics, TrainConfig, Trainer, TrainingDiverged
+from .validation import bounded_train_config, check_model_config
+
+log = logging.getLogger(__name__)
+
+# ---------------------------------------------------------------------------------------------
+# Model sizes
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelSize:
+    """The dimensions a student chooses: d_model, heads, layers (each side) and d_ff."""
+
+    d_model: int
+    n_heads: int
+    n_layers: int
+    d_ff: int
+
+    def config(self, src_vocab: int, tgt_vocab: int, max_len: int, dropout: float = 0.1) -> ModelConfig:
+        """The full ModelConfig (shared embeddings when the vocabularies are one)."""
+        return ModelConfig(
+            src_vocab_size=src_vocab,
+            tgt_vocab_size=tgt_vocab,
+            d_model=self.d_model,
+            n_heads=self.n_heads,
+            n_encoder_layers=self.n_layers,
+            n_decoder_layers=self.n_layers,
+            d_ff=self.d_ff,
+            dropout=dropout,
+            max_len=max_len,
+            share_embeddings=src_vocab == tgt_vocab,
+        )
+
+
+PRESETS: dict[str, ModelSize] = {
+    "tiny": ModelSize(d_model=32, n_heads=2, n_layers=1, d_ff=64),
+    "small": ModelSize(d_model=64, n_heads=4, n_layers=2, d_ff=256),
+    "base": ModelSize(d_model=128, n_heads=4, n_layers=3, d_ff=512),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# What to learn: a built-in task or sentence pairs
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TaskSource:
+    """A built-in synthetic task (visformer.tasks)."""
+
+    task: str
+    n_train: int = 5000
+    n_valid: int = 200
+
+    @property
+    def label(self) -> str:
+        """Short description for the checkpoint's info."""
+        return f"task {self.task}"
+
+    @property
+    def vocab_size(self) -> int:
+        """Size of the task's symbol vocabulary (specials included)."""
+        from .tasks import task_tokenizer
+
+        return task_tokenizer(self.task).vocab_size
+
+
+@dataclass(frozen=True)
+class PairsSource:
+    """Sentence pairs from an uploaded or on-disk corpus; a joint SentencePiece vocabulary is trained."""
+
+    name: str
+    pairs: tuple[Pair, ...]
+    vocab_size: int = 1000
+    max_words: int = 40  # longer pairs are dropped
+    valid: int = 200  # validation sentences held out
+
+    @property
+    def label(self) -> str:
+        """Short description for the checkpoint's info."""
+        return f"corpus {self.name} ({len(self.pairs):,} pairs)"
+
+
+DataSource = TaskSource | PairsSource
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything one run needs: a name for the checkpoint, the data, the model size, the training config."""
+
+    name: str
+    source: DataSource
+    size: ModelSize
+    train: TrainConfig
+    max_len: int = 128
+    dropout: float = 0.1
+
+
+@dataclass
+class Prepared:
+    """Data, tokenizers and task of a run, ready for a Trainer."""
+
+    train: list[Any]
+    valid: list[Any]
+    src_tokenizer: Any
+    tgt_tokenizer: Any
+    task: str | None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def prepare_data(source: DataSource, seed: int = 0) -> Prepared:
+    """Examples and tokenizers for a task (symbol vocabulary) or a corpus (joint SentencePiece)."""
+    if isinstance(source, TaskSource):
+        from .tasks import make_examples, task_tokenizer
+
+        train = make_examples(source.task, source.n_train, seed=seed)
+        valid = make_examples(
+            source.task, source.n_valid, seed=seed + 10_000, exclude={ex.src for ex in train}
+        )
+        tok = task_tokenizer(source.task)
+        return Prepared(train, valid, tok, tok, source.task, {"examples": [ex.src for ex in valid[:4]]})
+    from .tokenizer import SentencePieceTokenizer
+
+    pairs = filter_by_length([p for p in source.pairs if p.src and p.tgt], source.max_words)
+    if len(pairs) < 2:
+        raise ValueError(
+            f"{source.name}: fewer than 2 usable sentence pairs (empty lines or over {source.max_words} words)"
+        )
+    n_valid = min(source.valid, max(1, len({p.src for p in pairs}) // 10))
+    splits = split_by_source(pairs, valid=n_valid, test=0, seed=seed)
+    texts = [t for p in splits.train for t in (p.src, p.tgt)]
+    tok = SentencePieceTokenizer.train(texts, source.vocab_size, num_threads=1)
+    return Prepared(
+        splits.train, splits.valid, tok, tok, None, {"examples": [p.src for p in splits.valid[:4]]}
+    )
+
+
+def model_config(spec: RunSpec, prepared: Prepared) -> ModelConfig:
+    """The ModelConfig of a run (vocabularies from the prepared tokenizers)."""
+    src, tgt = prepared.src_tokenizer.vocab_size, prepared.tgt_tokenizer.vocab_size
+    return spec.size.config(src, tgt, spec.max_len, spec.dropout)
+
+
+def check_spec(spec: RunSpec, limits: HostedLimits, vocab_size: int) -> int:
+    """Refuse a run beyond the limits before anything heavy starts; returns the model's parameter count."""
+    bounded_train_config(spec.train, limits)
+    return check_model_config(spec.size.config(vocab_size, vocab_size, spec.max_len, spec.dropout), limits)
+
+
+def build_trainer(spec: RunSpec, limits: HostedLimits, prepared: Prepared) -> Trainer:
+    """A Trainer for the spec, with the model size, steps, wall time and threads held to the limits."""
+    config = model_config(spec, prepared)
+    check_model_config(config, limits)
+    train_config = bounded_train_config(spec.train, limits)
+    return Trainer(
+        Transformer(config),
+        prepared.train,
+        prepared.valid,
+        prepared.src_tokenizer,
+        prepared.tgt_tokenizer,
+        train_config,
+        task=prepared.task,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Corpora on disk (uploads are parsed by visformer.validation)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DiskCorpus:
+    """A corpus found on disk: two aligned files (train.en + train.de) or one TSV."""
+
+    name: str
+    paths: tuple[Path, ...]
+
+
+def find_corpora(root: Path) -> list[DiskCorpus]:
+    """Aligned file pairs (same stem, two language suffixes) and .tsv files one folder below root."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    found = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
+        files = sorted(f for f in folder.iterdir() if f.is_file() and not f.name.startswith((".", "_")))
+        by_stem: dict[str, list[Path]] = {}
+        for f in files:
+            if f.suffix == ".tsv":
+                found.append(DiskCorpus(f"{folder.name}/{f.name}", (f,)))
+            elif len(f.suffix) == 3 and f.suffix[1:].isalpha():  # a two-letter language code
+                by_stem.setdefault(f.stem, []).append(f)
+        for stem, group in sorted(by_stem.items()):
+            if len(group) == 2:
+                name = f"{folder.name}/{stem}{group[0].suffix}→{group[1].suffix[1:]}"
+                found.append(DiskCorpus(name, (group[0], group[1])))
+                found.append(
+                    DiskCorpus(
+                        f"{folder.name}/{stem}{group[1].suffix}→{group[0].suffix[1:]}", (group[1], group[0])
+                    )
+                )
+    return found
+
+
+def read_corpus(corpus: DiskCorpus, limits: HostedLimits) -> list[Pair]:
+    """The pairs of a corpus on disk (at most limits.max_upload_lines of them)."""
+    paths = corpus.paths
+    pairs = read_tsv(paths[0]) if len(paths) == 1 else read_parallel(paths[0], paths[1])
+    pairs = [p for p in pairs if p.src and p.tgt]
+    if not pairs:
+        raise ValueError(f"{corpus.name} holds no sentence pairs")
+    return pairs[: limits.max_upload_lines]
+
+
+# ---------------------------------------------------------------------------------------------
+# A job: one run in its own thread
+# ---------------------------------------------------------------------------------------------
+
+PREPARING, RUNNING, STOPPING, SAVING = "preparing", "running", "stopping", "saving"
+DONE, STOPPED, FAILED = "done", "stopped", "failed"
+ACTIVE_STATES = (PREPARING, RUNNING, STOPPING, SAVING)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """An immutable picture of a job for the page to draw."""
+
+    state: str
+    step: int
+    total_steps: int
+    history: tuple[StepMetrics, ...]
+    evals: tuple[EvalMetrics, ...]
+    message: str = ""
+    checkpoint: Path | None = None
+    n_parameters: int = 0
+    elapsed_s: float = 0.0
+
+    @property
+    def active(self) -> bool:
+        """Whether the job is still working."""
+        return self.state in ACTIVE_STATES
+
+    @property
+    def fraction(self) -> float:
+        """Share of the planned steps done, in 0..1."""
+        return min(1.0, self.step / max(self.total_steps, 1))
+
+
+class Job:
+    """One training run in a daemon thread; its metrics are read through `progress()`."""
+
+    def __init__(
+        self,
+        owner: str,
+        spec: RunSpec,
+        limits: HostedLimits,
+        root: Path,
+        release: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.owner, self.spec, self.limits, self.root = owner, spec, limits, Path(root)
+        self._release = release  # gives the run's slot back when the thread ends
+        self.created = time.time()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._trainer: Trainer | None = None
+        self._state = PREPARING
+        self._step, self._n_parameters = 0, 0
+        self._history: list[StepMetrics] = []
+        self._evals: list[EvalMetrics] = []
+        self._message = ""
+        self._checkpoint: Path | None = None
+        self._started = time.perf_counter()
+        self._thread = threading.Thread(target=self._work, name=f"visformer-train-{spec.name}", daemon=True)
+
+    def start(self) -> Job:
+        """Start the worker thread."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Ask the run to end after its current step; what it learned is still saved."""
+        self._stop.set()
+        with self._lock:
+            trainer = self._trainer
+            if self._state == RUNNING:
+                self._state = STOPPING
+        if trainer is not None:
+            trainer.stop()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the thread to end; True when it has."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    @property
+    def active(self) -> bool:
+        """Whether the job is still preparing, training or saving."""
+        with self._lock:
+            return self._state in ACTIVE_STATES
+
+    def progress(self) -> Progress:
+        """A copy of the current state and metrics."""
+        with self._lock:
+            return Progress(
+                self._state, self._step, self.spec.train.steps, tuple(self._history), tuple(self._evals),
+                self._message, self._checkpoint, self._n_parameters, time.perf_counter() - self._started,
+            )  # fmt: skip
+
+    # -- the worker ---------------------------------------------------------------------------
+
+    def _set(self, **changes: Any) -> None:
+        """Update private fields under the lock (keys without the leading underscore)."""
+        with self._lock:
+            for name, value in changes.items():
+                setattr(self, f"_{name}", value)
+
+    def _work(self) -> None:
+        """Prepare, train, save; every outcome ends in done, stopped or failed with a message."""
+        trainer = None
+        try:
+            prepared = prepare_data(self.spec.source, self.spec.train.seed)
+            trainer = build_trainer(self.spec, self.limits, prepared)
+            with self._lock:
+                self._trainer = trainer
+                self._n_parameters = trainer.model.num_parameters()
+                self._state = STOPPING if self._stop.is_set() else RUNNING
+            if self._stop.is_set():
+                trainer.stop()
+            for metrics in trainer.run():
+                self._record(metrics)
+            self._finish(trainer, prepared, "")
+        except TrainingDiverged as exc:
+            self._finish(trainer, prepared, str(exc))
+        except Exception as exc:  # the page shows the message instead of a traceback
+            if not isinstance(exc, ValueError):
+                log.exception("training job %s failed", self.spec.name)
+            self._set(state=FAILED, message=_message(exc), trainer=None)
+        finally:
+            self._release()
+
+    def _record(self, metrics: StepMetrics | EvalMetrics) -> None:
+        """Append one report to the buffer."""
+        with self._lock:
+            if isinstance(metrics, StepMetrics):
+                self._history.append(metrics)
+                self._step = metrics.step
+            else:
+                self._evals.append(metrics)
+
+    def _finish(self, trainer: Trainer, prepared: Prepared, problem: str) -> None:
+        """Save what was learned (if any step ran) and settle on done, stopped or failed."""
+        stopped = trainer.step < trainer.config.steps
+        self._set(step=trainer.step)
+        if trainer.step == 0:
+            self._set(state=STOPPED if not problem else FAILED, trainer=None,
+                      message=problem or "stopped before the first step: nothing to save")  # fmt: skip
+            return
+        self._set(state=SAVING)
+        info = {"source": self.spec.source.label, "trained_in": "visformer app", **prepared.info}
+        path = save_trainer(reserve_checkpoint_dir(self.root, self.spec.name), trainer, info=info)
+        why = "stopped" if trainer.stopped else "time limit reached"
+        note = problem or (
+            f"{why} at step {trainer.step:,}; the checkpoint keeps what was learned" if stopped else ""
+        )
+        self._set(
+            state=FAILED if problem else STOPPED if stopped else DONE,
+            checkpoint=path,
+            message=note,
+            trainer=None,
+        )
+
+
+def _message(exc: BaseException) -> str:
+    """A one-line message for the page."""
+    text = str(exc).strip() or type(exc).__name__
+    return text if isinstance(exc, ValueError) else f"{type(exc).__name__}: {text}"
+
+
+_NAMES_LOCK = threading.Lock()
+_RESERVED: set[Path] = set()
+
+
+def reserve_checkpoint_dir(root: Path, name: str) -> Path:
+    """A fresh folder path root/name (then name-2, name-3, …): never overwrites another checkpoint."""
+    base = safe_checkpoint_dir(root, name)
+    with _NAMES_LOCK:
+        path, n = base, 1
+        while path.exists() or path in _RESERVED:
+            n += 1
+            path = safe_checkpoint_dir(root, f"{name[:90]}-{n}")
+        _RESERVED.add(path)
+        return path
+
+
+# ---------------------------------------------------------------------------------------------
+# The registry: one run per session, a cap on runs across sessions
+# ---------------------------------------------------------------------------------------------
+
+
+class JobRegistry:
+    """Process-wide jobs, at most one running per owner (a browser session), capped across owners."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._jobs: dict[str, Job] = {}
+
+    def start(self, owner: str, spec: RunSpec, limits: HostedLimits, root: Path) -> Job:
+        """Start a run for `owner`; hosting.BusyError when the owner has one going or every slot is taken."""
+        safe_checkpoint_dir(root, spec.name)  # refuse a bad name before a thread starts
+        bounded_train_config(spec.train, limits)
+        slots = run_slots(limits)
+        slots.acquire(owner)  # raises BusyError with a message for the page
+        try:
+            job = Job(owner, spec, limits, root, release=lambda: slots.release(owner))
+            with self._lock:
+                self._jobs[owner] = job
+            return job.start()
+        except BaseException:
+            slots.release(owner)
+            raise
+
+    def get(self, owner: str) -> Job | None:
+        """The owner's latest job, if any."""
+        with self._lock:
+            return self._jobs.get(owner)
+
+    def forget(self, owner: str) -> None:
+        """Drop the owner's finished job (a running one is kept)."""
+        with self._lock:
+            job = self._jobs.get(owner)
+            if job is not None and not job.active:
+                del self._jobs[owner]
+
+    def active_count(self) -> int:
+        """Runs going across all owners."""
+        with self._lock:
+            return sum(job.active for job in self._jobs.values())
+
+
+REGISTRY = JobRegistry()
