@@ -6,6 +6,7 @@ Not a page itself. Everything heavy goes through a cache keyed on what it depend
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -15,12 +16,33 @@ import torch
 
 from visformer import analysis as an
 from visformer import app_support as sup
+from visformer.archive import export_checkpoint_zip, import_checkpoint_zip
 from visformer.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from visformer.figures import chart_config
+from visformer.hosting import HostedLimits, load_limits, user_checkpoint_root
 from visformer.model import HeadMask
 from visformer.utils import resolve_device
+from visformer.validation import checkpoint_name, clean_sentence, fit_to_model
 
 PERSIST = "session"  # widget values outlive page switches
+
+
+def ensure_frame() -> None:
+    """Hand a deep link over to app.py's st.navigation frame on a fresh server.
+
+    Because a pages/ folder exists, Streamlit starts in its old folder mode: until some session has run
+    app.py (whose st.navigation switches that mode off), a first visit to /decoding would run the page
+    alone, without the sidebar, and list every file of pages/ as a page. Switch the mode off and rerun,
+    so app.py runs and opens the page the URL names inside the frame.
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
+ensure_frame()  # every page imports this module first, so its first run passes through here
 
 # ---------------------------------------------------------------------------------------------
 # Session state: initialised here, once per session, from the URL
@@ -57,14 +79,77 @@ def clamp_state(key: str, lo: int, hi: int) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+def limits() -> HostedLimits:
+    """Hosted or local limits from the environment and the [visformer] secrets section."""
+    try:
+        secrets = dict(st.secrets)
+    except Exception:  # no secrets.toml
+        secrets = {}
+    return load_limits(secrets=secrets)
+
+
+def session_id() -> str:
+    """This browser session's private id (its training run and, in hosted mode, its checkpoint folder)."""
+    return st.session_state.setdefault("_train_owner", uuid.uuid4().hex)
+
+
+def user_root() -> Path:
+    """Where this user's checkpoints live (in hosted mode: this session's private folder)."""
+    return user_checkpoint_root(sup.checkpoint_roots()[1], session_id(), limits())
+
+
 def choices() -> list[sup.CheckpointChoice]:
-    """Shipped and user checkpoints (listed afresh each run: cheap, and new ones appear at once)."""
-    return sup.discover_checkpoints()
+    """Shipped checkpoints and this user's (in hosted mode: this session's only), listed afresh each run."""
+    return sup.discover_checkpoints(user_root=user_root())
+
+
+def _import_checkpoint() -> None:
+    """Callback (runs before the widgets): check, unpack and pick the uploaded checkpoint .zip."""
+    state = st.session_state
+    upload = state.get("ck_import_file")
+    if upload is None:
+        return
+    try:
+        name = checkpoint_name(Path(upload.name).stem)
+        path = import_checkpoint_zip(upload.getvalue(), user_root(), name, limits())
+        state["checkpoint"] = sup.USER_PREFIX + path.name
+        state["_import_message"] = ("success", f"Imported **{path.name}**; it is now picked.")
+    except (ValueError, OSError) as exc:  # InputError, ArchiveError, CheckpointError: one clear message
+        state["_import_message"] = ("error", f"Not imported: {exc}")
+
+
+def checkpoint_transfer(choice: sup.CheckpointChoice | None) -> None:
+    """Sidebar: download the picked checkpoint as a .zip, or import one (checked before it is kept)."""
+    megabytes = max(1, limits().max_archive_bytes // 2**20)
+    with st.expander("Download or import a checkpoint", icon=":material/swap_vert:"):
+        if choice is not None:
+            st.download_button(
+                "Download the picked checkpoint (.zip)", data=lambda: export_checkpoint_zip(choice.path),
+                file_name=f"{choice.path.name}.zip", mime="application/zip", on_click="ignore", key="ck_export",
+            )  # fmt: skip
+        st.file_uploader(
+            "Import a checkpoint (.zip)", type=["zip"], key="ck_import_file", max_upload_size=megabytes
+        )
+        st.button("Import", key="ck_import", on_click=_import_checkpoint,
+                  disabled=st.session_state.get("ck_import_file") is None)  # fmt: skip
+        kind, text = st.session_state.pop("_import_message", (None, ""))
+        if kind:
+            getattr(st, kind)(text)
 
 
 def current_choice() -> sup.CheckpointChoice | None:
     """The picked checkpoint (the default when nothing valid is picked)."""
     return sup.find_choice(choices(), st.session_state.get("checkpoint"))
+
+
+def fitted_sentence(ck: Checkpoint, text: str) -> str:
+    """The sentence cleaned and cut to fit the model, saying on the page what changed; ValueError if unusable."""
+    bounds = limits()
+    cleaned = clean_sentence(text, bounds)
+    fitted = fit_to_model(cleaned.text, ck.src_tokenizer, ck.model_config.max_len, bounds)
+    for note in (*cleaned.notes, *fitted.notes):
+        st.info(f"Your sentence was changed: {note}.")
+    return fitted.text
 
 
 @st.cache_resource(max_entries=4, show_spinner="Loading the checkpoint…")

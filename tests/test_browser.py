@@ -178,6 +178,23 @@ def _open_tab(page, tab: str) -> None:
 
 
 # tab label -> charts it draws at least (for the tiny and the real checkpoints alike)
+def test_deep_link_on_a_fresh_server_opens_inside_the_frame(server: str, browser) -> None:
+    """The first visit to a fresh server is a link to /decoding: it must get the frame, not pages/ as files.
+
+    Kept first in this module so that it really is the server's first visit.
+    """
+    page, errors = _open(browser, server + "/decoding")
+    try:
+        nav = page.locator('[data-testid="stSidebarNav"]').inner_text()
+        assert "Positional encoding" in nav and "Attention timeline" in nav
+        assert "common" not in nav.split() and "app" not in nav.split()
+        assert page.get_by_text("Checkpoint").count() >= 1  # the frame's sidebar picker is there
+        assert page.get_by_role("heading", name="Decoding").count() >= 1
+        _check_and_shoot(page, "deep-link-decoding", errors)
+    finally:
+        page.close()
+
+
 ATTENTION_TABS = {
     "One head": 2,
     "All heads": 1,
