@@ -1,0 +1,197 @@
+"""Trainer behaviour on tiny configs: schedule, learning, stopping, reproducibility, snapshots."""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import pytest
+import torch
+
+from visformer.data import Pair
+from visformer.model import Transformer
+from visformer.tasks import make_examples, task_tokenizer
+from visformer.training import (
+    EvalMetrics,
+    StepMetrics,
+    TrainConfig,
+    Trainer,
+    TrainingDiverged,
+    noam_lr,
+    snapshot_schedule,
+)
+
+from .conftest import tiny_config
+
+
+def make_trainer(task: str = "copy", seed: int = 0, n_train: int = 300, **overrides) -> Trainer:
+    """A d_model=16, one-layer trainer on a toy task."""
+    tok = task_tokenizer(task)
+    valid = make_examples(task, 20, seed=99, max_len=6)
+    train = make_examples(task, n_train, seed=seed, max_len=6)
+    settings = dict(
+        steps=40,
+        max_tokens=256,
+        warmup=20,
+        lr_factor=1.0,
+        log_every=1,
+        eval_every=1000,
+        label_smoothing=0.0,
+        seed=seed,
+        device="cpu",
+        n_snapshots=4,
+    )
+    settings.update(overrides)
+    torch.manual_seed(seed)
+    model = Transformer(tiny_config(src_vocab_size=tok.vocab_size, tgt_vocab_size=tok.vocab_size, d_model=32))
+    return Trainer(model, train, valid, tok, tok, TrainConfig(**settings), task=task)
+
+
+def losses(trainer: Trainer) -> list[float]:
+    return [m.loss for m in trainer.run() if isinstance(m, StepMetrics)]
+
+
+def test_noam_matches_formula_and_peaks_at_warmup() -> None:
+    d, warmup = 512, 4000
+    assert noam_lr(1, d, warmup) == pytest.approx(d**-0.5 * warmup**-1.5)
+    assert noam_lr(16000, d, warmup) == pytest.approx(d**-0.5 * 16000**-0.5)
+    assert noam_lr(100, d, warmup, factor=2.0) == pytest.approx(2 * noam_lr(100, d, warmup))
+    rates = [noam_lr(s, d, warmup) for s in range(1, 20000, 7)]
+    peak_step = 1 + 7 * rates.index(max(rates))
+    assert abs(peak_step - warmup) <= 7
+    assert noam_lr(warmup, d, warmup) == pytest.approx(d**-0.5 * warmup**-0.5)
+    assert noam_lr(warmup, d, warmup) > noam_lr(warmup - 1, d, warmup)
+    assert noam_lr(warmup, d, warmup) > noam_lr(warmup + 1, d, warmup)
+
+
+def test_train_config_round_trips_json_and_rejects_unknown_keys() -> None:
+    cfg = TrainConfig(steps=7, betas=(0.8, 0.9), probes=("a b", "c"), snapshot_steps=(1, 5), time_limit_s=3.5)
+    assert TrainConfig.from_json(cfg.to_json()) == cfg
+    with pytest.raises(ValueError, match="unknown TrainConfig keys: colour"):
+        TrainConfig.from_dict({"colour": 1})
+    with pytest.raises(ValueError, match="steps"):
+        TrainConfig(steps=0)
+
+
+def test_snapshot_schedule_is_log_spaced() -> None:
+    steps = snapshot_schedule(TrainConfig(steps=10000, n_snapshots=12))
+    assert steps[0] == 1 and steps[-1] == 10000 and steps == sorted(set(steps))
+    assert 10 <= len(steps) <= 12
+    ratios = [b / a for a, b in zip(steps[3:], steps[4:], strict=False)]
+    assert max(ratios) / min(ratios) < 1.5  # roughly constant ratio between snapshot steps
+    assert snapshot_schedule(TrainConfig(steps=10, snapshot_every=4)) == [4, 8]
+    assert snapshot_schedule(TrainConfig(steps=10, snapshot_steps=(3, 20, 1))) == [1, 3]
+
+
+def test_loss_falls_on_a_toy_task() -> None:
+    trace = losses(make_trainer(steps=120))
+    assert len(trace) == 120
+    assert sum(trace[-10:]) / 10 < 0.6 * sum(trace[:10]) / 10
+
+
+def test_run_yields_eval_metrics_for_tasks_and_corpora() -> None:
+    trainer = make_trainer(steps=20, eval_every=10, log_every=5)
+    evals = [m for m in trainer.run() if isinstance(m, EvalMetrics)]
+    assert [e.step for e in evals] == [10, 20]
+    assert evals[-1].exact_match is not None and 0.0 <= evals[-1].exact_match <= 1.0
+    assert evals[-1].alignment_score is not None and evals[-1].bleu is None
+    assert math.isfinite(evals[-1].valid_loss) and len(evals[-1].samples) == 3
+
+    tok = task_tokenizer("copy")
+    pairs = [Pair(ex.src, ex.tgt) for ex in make_examples("copy", 60, seed=3, max_len=5)]
+    model = Transformer(tiny_config(src_vocab_size=tok.vocab_size, tgt_vocab_size=tok.vocab_size))
+    corpus = Trainer(model, pairs, pairs[:10], tok, tok, TrainConfig(steps=2, eval_every=2, max_tokens=128))
+    (ev,) = [m for m in corpus.run() if isinstance(m, EvalMetrics)]
+    assert ev.bleu is not None and ev.chrf is not None and ev.exact_match is None
+
+
+def test_stop_ends_after_the_current_step() -> None:
+    trainer = make_trainer(steps=1000)
+    seen = []
+    for m in trainer.run():
+        seen.append(m.step)
+        if m.step == 3:
+            trainer.stop()
+    assert seen == [1, 2, 3] and trainer.step == 3
+    assert trainer.snapshots[-1].step == 3  # the final state is snapshotted too
+
+
+def test_stop_from_another_thread() -> None:
+    trainer = make_trainer(steps=100000)
+    started = threading.Event()
+    worker = threading.Thread(target=lambda: (started.wait(), trainer.stop()))
+    worker.start()
+    seen = []
+    for m in trainer.run():
+        seen.append(m.step)
+        started.set()
+    worker.join()
+    assert trainer.stopped and 1 <= trainer.step < 100000
+    assert seen[-1] == trainer.step  # the run ended right after a completed step
+
+
+def test_time_limit_stops_the_run() -> None:
+    trainer = make_trainer(steps=100000, time_limit_s=0.0)
+    assert list(trainer.run()) == [] and trainer.step == 0
+
+
+def test_same_seed_gives_identical_losses() -> None:
+    a = losses(_dropout_trainer(5))
+    b = losses(_dropout_trainer(5))
+    c = losses(_dropout_trainer(6))
+    assert a == b
+    assert a != c
+
+
+def _dropout_trainer(seed: int) -> Trainer:
+    """A trainer whose model uses dropout, so the run's RNG use matters."""
+    tok = task_tokenizer("reverse")
+    train = make_examples("reverse", 200, seed=1, max_len=6)
+    torch.manual_seed(0)
+    model = Transformer(
+        tiny_config(src_vocab_size=tok.vocab_size, tgt_vocab_size=tok.vocab_size, dropout=0.2)
+    )
+    cfg = TrainConfig(steps=6, max_tokens=128, warmup=10, log_every=1, seed=seed, device="cpu", n_snapshots=0)
+    return Trainer(model, train, train[:5], tok, tok, cfg)
+
+
+def test_nan_loss_stops_with_clear_error_and_keeps_last_good_weights(monkeypatch) -> None:
+    trainer = make_trainer(steps=10)
+    real_loss = trainer._loss
+    kept = {}
+
+    def poisoned(model, batch, smoothing):
+        loss, n = real_loss(model, batch, smoothing)
+        return (loss * float("nan"), n) if trainer.step == 2 else (loss, n)
+
+    monkeypatch.setattr(trainer, "_loss", poisoned)
+    with pytest.raises(TrainingDiverged, match="step 3.*weights of step 2"):
+        for m in trainer.run():
+            kept = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+            assert m.step <= 2
+    assert trainer.step == 2
+    for k, v in trainer.model.state_dict().items():
+        assert torch.equal(v, kept[k]) and torch.isfinite(v).all()
+
+
+def test_snapshots_are_small_float16_maps_of_the_probes() -> None:
+    trainer = make_trainer(steps=16, n_snapshots=5, n_probes=3)
+    list(trainer.run())
+    assert [s.step for s in trainer.snapshots] == snapshot_schedule(trainer.config)
+    snap = trainer.snapshots[-1]
+    assert len(snap.probes) == 3 and len(snap.targets) == 3
+    enc, cross = snap.attention.encoder[0], snap.attention.cross[0]
+    assert enc.dtype == torch.float16 and enc.shape[:2] == (3, 4)
+    assert cross.shape[2] == max(len(t.split()) for t in snap.targets) + 1  # [bos] + target tokens
+    row_sums = cross.float().sum(-1)
+    assert torch.allclose(row_sums, torch.ones_like(row_sums), atol=1e-2)
+    assert trainer.snapshot_overhead_s >= 0.0
+    # early and late snapshots differ: attention changes as the model learns
+    assert not torch.equal(trainer.snapshots[0].attention.cross[0], snap.attention.cross[0])
+
+
+def test_probe_sentences_without_targets_use_greedy_output() -> None:
+    trainer = make_trainer(steps=2, probes=("a b c", "d e"), n_snapshots=1)
+    list(trainer.run())
+    (snap,) = trainer.snapshots
+    assert snap.probes == ["a b c", "d e"] and len(snap.targets) == 2

@@ -1,0 +1,444 @@
+"""Checkpoint folders: JSON + safetensors only, written atomically, loaded without unpickling.
+
+A checkpoint folder holds
+  config.json              {"format", "version", "model", "train", "task", "info", "tokenizer"}
+  weights.safetensors      model weights (float32, or float16 for shipping; loaded as float32)
+  tokenizer/ or src/ + tgt/  tokenizer files (one shared folder for a joint vocabulary)
+  metrics.json             training history and evaluation numbers
+  snapshots.safetensors    attention maps of the probe sentences during training (float16)
+  snapshots.json           step, loss, probes and targets of each snapshot
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import shutil
+import sys
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load as load_safetensors_bytes
+from safetensors.torch import save_file
+from torch import Tensor
+
+from .config import ModelConfig
+from .model import AttentionMaps, Transformer
+from .training import Snapshot, TrainConfig
+
+FORMAT = "visformer-checkpoint"
+VERSION = 1
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "weights.safetensors"
+METRICS_FILE = "metrics.json"
+SNAPSHOTS_FILE = "snapshots.safetensors"
+SNAPSHOTS_INDEX = "snapshots.json"
+SHARED_TOKENIZER, SRC_TOKENIZER, TGT_TOKENIZER = "tokenizer", "src", "tgt"
+CONFIG_KEYS = {"format", "version", "model", "train", "task", "info", "tokenizer"}
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint folder is missing, damaged or incompatible; the message names what is wrong."""
+
+
+@dataclass
+class Checkpoint:
+    """A loaded checkpoint: the model in eval mode and everything needed to use and explain it."""
+
+    name: str
+    path: Path
+    model: Transformer
+    model_config: ModelConfig
+    train_config: TrainConfig | None
+    src_tokenizer: Any
+    tgt_tokenizer: Any
+    metrics: dict[str, Any] = field(default_factory=dict)
+    snapshots: list[Snapshot] = field(default_factory=list)
+    task: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------
+# Names and listing
+# ---------------------------------------------------------------------------------------------
+
+
+def safe_checkpoint_dir(root: str | os.PathLike, name: str) -> Path:
+    """root/name for a plain checkpoint name; refuses separators, '..', hidden names and odd characters."""
+    if not isinstance(name, str) or not _NAME.match(name) or ".." in name:
+        raise ValueError(
+            f"invalid checkpoint name {name!r}: use letters, digits, '.', '_' and '-' "
+            "(at most 100, starting with a letter or digit)"
+        )
+    root = Path(root).resolve()
+    path = (root / name).resolve()
+    if path.parent != root:
+        raise ValueError(f"checkpoint name {name!r} escapes {root}")
+    return path
+
+
+def list_checkpoints(root: str | os.PathLike) -> list[Path]:
+    """Checkpoint folders (those holding config.json) directly inside root, sorted by name."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    return sorted(
+        p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and (p / CONFIG_FILE).is_file()
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Saving
+# ---------------------------------------------------------------------------------------------
+
+
+def hardware_info() -> dict[str, Any]:
+    """Where this process runs: CPU, threads, GPU, torch and Python versions."""
+    info: dict[str, Any] = {
+        "platform": platform.platform(),
+        "cpu": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": sys.version.split()[0],
+    }
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+    return info
+
+
+def _unique_state(model: Transformer, half: bool) -> dict[str, Tensor]:
+    """State dict with tied weights stored once (safetensors refuses shared storage)."""
+    seen: set[int] = set()
+    state = {}
+    for name, tensor in model.state_dict().items():
+        key = tensor.data_ptr()
+        if key in seen:
+            continue
+        seen.add(key)
+        t = tensor.detach().cpu()
+        state[name] = (t.half() if half and t.is_floating_point() else t).contiguous().clone()
+    return state
+
+
+def _snapshot_tensors(snapshots: Sequence[Snapshot]) -> tuple[dict[str, Tensor], list[dict[str, Any]]]:
+    """Flatten snapshots into named float16 tensors plus a JSON index."""
+    tensors: dict[str, Tensor] = {}
+    index = []
+    for i, snap in enumerate(snapshots):
+        for kind in ("encoder", "decoder", "cross"):
+            for layer, m in enumerate(getattr(snap.attention, kind)):
+                tensors[f"{i}.{kind}.{layer}"] = m.detach().to("cpu", torch.float16).contiguous()
+        index.append(
+            {"step": snap.step, "loss": snap.loss, "probes": list(snap.probes), "targets": list(snap.targets)}
+        )
+    return tensors, index
+
+
+def _write_json(path: Path, data: Any) -> None:
+    """Write JSON (UTF-8, indented) and flush it to disk."""
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2, ensure_ascii=False, sort_keys=False)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _same_tokenizer(a: Any, b: Any) -> bool:
+    """Whether two tokenizers are one (joint vocabulary) and can share a folder."""
+    if a is b:
+        return True
+    to_bytes = getattr(a, "to_bytes", None)
+    if to_bytes is not None and hasattr(b, "to_bytes"):
+        return to_bytes() == b.to_bytes()
+    return (
+        type(a) is type(b) and getattr(a, "vocab", None) is not None and a.vocab == getattr(b, "vocab", None)
+    )
+
+
+def _write_folder(
+    folder: Path,
+    model: Transformer,
+    src_tokenizer: Any,
+    tgt_tokenizer: Any,
+    train_config: TrainConfig | None,
+    task: str | None,
+    metrics: dict[str, Any],
+    snapshots: Sequence[Snapshot],
+    info: dict[str, Any],
+    half: bool,
+) -> None:
+    """Write every file of a checkpoint into an empty folder."""
+    shared = _same_tokenizer(src_tokenizer, tgt_tokenizer)
+    if shared:
+        src_tokenizer.save(folder / SHARED_TOKENIZER)
+    else:
+        src_tokenizer.save(folder / SRC_TOKENIZER)
+        tgt_tokenizer.save(folder / TGT_TOKENIZER)
+    save_file(_unique_state(model, half), str(folder / WEIGHTS_FILE), metadata={"format": FORMAT})
+    tensors, index = _snapshot_tensors(snapshots)
+    save_file(tensors, str(folder / SNAPSHOTS_FILE), metadata={"format": FORMAT})
+    _write_json(folder / SNAPSHOTS_INDEX, index)
+    _write_json(folder / METRICS_FILE, metrics)
+    config = {
+        "format": FORMAT,
+        "version": VERSION,
+        "model": model.config.to_dict(),
+        "train": train_config.to_dict() if train_config is not None else None,
+        "task": task,
+        "info": {**info, "weights_dtype": "float16" if half else "float32"},
+        "tokenizer": "shared" if shared else "separate",
+    }
+    _write_json(folder / CONFIG_FILE, config)  # written last: a folder without it is incomplete
+
+
+def save_checkpoint(
+    path: str | os.PathLike,
+    model: Transformer,
+    src_tokenizer: Any,
+    tgt_tokenizer: Any,
+    *,
+    train_config: TrainConfig | None = None,
+    task: str | None = None,
+    metrics: dict[str, Any] | None = None,
+    snapshots: Sequence[Snapshot] = (),
+    info: dict[str, Any] | None = None,
+    half: bool = False,
+) -> Path:
+    """Write a checkpoint folder atomically: a temp sibling is filled, then swapped in by rename."""
+    path = Path(path)
+    full_info = {
+        "saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "hardware": hardware_info(),
+        "parameters": model.num_parameters(),
+        **(info or {}),
+    }
+    with atomic_folder(path) as tmp:
+        _write_folder(
+            tmp, model, src_tokenizer, tgt_tokenizer, train_config, task, metrics or {}, snapshots, full_info, half
+        )  # fmt: skip
+    return path
+
+
+@contextmanager
+def atomic_folder(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield an empty temp sibling of `path`; on success it replaces `path`, on any error `path` stays as it was."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tag = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp = path.parent / f".{path.name}.tmp-{tag}"
+    old = path.parent / f".{path.name}.old-{tag}"
+    try:
+        tmp.mkdir()
+        yield tmp
+        if path.exists():
+            os.replace(path, old)
+        os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old.exists() and not path.exists():
+            os.replace(old, path)  # put the previous folder back
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def save_trainer(
+    path: str | os.PathLike, trainer: Any, *, info: dict[str, Any] | None = None, half: bool = False
+) -> Path:
+    """Save a Trainer's model, tokenizers, config, metrics and snapshots."""
+    run_info = {"steps": trainer.step, "train_time_s": round(trainer.elapsed_s, 2), **(info or {})}
+    return save_checkpoint(
+        path,
+        trainer.model,
+        trainer.src_tok,
+        trainer.tgt_tok,
+        train_config=trainer.config,
+        task=trainer.task,
+        metrics={**trainer.metrics_dict(), **(info or {}).get("metrics", {})},
+        snapshots=trainer.snapshots,
+        info=run_info,
+        half=half,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading (JSON and safetensors only: nothing is unpickled)
+# ---------------------------------------------------------------------------------------------
+
+
+def _read_json(path: Path) -> Any:
+    """Parse a JSON file or raise CheckpointError naming it."""
+    if not path.is_file():
+        raise CheckpointError(f"{path.parent.name}: missing {path.name}")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{path.parent.name}: {path.name} is not valid JSON ({exc})") from exc
+
+
+def _read_safetensors(path: Path) -> dict[str, Tensor]:
+    """Tensors of a safetensors file or CheckpointError (missing, truncated, garbage)."""
+    if not path.is_file():
+        raise CheckpointError(f"{path.parent.name}: missing {path.name}")
+    try:
+        return load_safetensors_bytes(path.read_bytes())
+    except (SafetensorError, ValueError, RuntimeError, OSError) as exc:
+        raise CheckpointError(f"{path.parent.name}: {path.name} is damaged or truncated ({exc})") from exc
+
+
+def _read_config(folder: Path) -> dict[str, Any]:
+    """config.json, checked for format, version and unknown keys."""
+    config = _read_json(folder / CONFIG_FILE)
+    if not isinstance(config, dict) or config.get("format") != FORMAT:
+        raise CheckpointError(f"{folder.name}: config.json is not a visformer checkpoint config")
+    unknown = sorted(set(config) - CONFIG_KEYS)
+    if unknown:
+        raise CheckpointError(f"{folder.name}: config.json has unknown keys: {', '.join(unknown)}")
+    if config.get("version") != VERSION:
+        raise CheckpointError(
+            f"{folder.name}: checkpoint version {config.get('version')} (expected {VERSION})"
+        )
+    return config
+
+
+def _load_tokenizers(folder: Path, layout: str) -> tuple[Any, Any]:
+    """Source and target tokenizers from the shared or separate folders."""
+    from .tokenizer import load_tokenizer
+
+    def one(sub: str) -> Any:
+        where = folder / sub
+        if not where.is_dir():
+            raise CheckpointError(f"{folder.name}: missing tokenizer folder {sub}/")
+        try:
+            return load_tokenizer(where)
+        except (ValueError, OSError) as exc:
+            raise CheckpointError(f"{folder.name}: tokenizer in {sub}/ cannot be loaded ({exc})") from exc
+
+    if layout == "shared":
+        tok = one(SHARED_TOKENIZER)
+        return tok, tok
+    return one(SRC_TOKENIZER), one(TGT_TOKENIZER)
+
+
+def _load_weights(folder: Path, model: Transformer) -> None:
+    """Copy safetensors weights into the model, checking names and shapes."""
+    tensors = _read_safetensors(folder / WEIGHTS_FILE)
+    state = model.state_dict()
+    unknown = sorted(set(tensors) - set(state))
+    if unknown:
+        raise CheckpointError(
+            f"{folder.name}: weights.safetensors has unexpected tensors: {', '.join(unknown[:5])}"
+        )
+    for name, tensor in tensors.items():
+        if tuple(tensor.shape) != tuple(state[name].shape):
+            raise CheckpointError(
+                f"{folder.name}: weight {name} has shape {tuple(tensor.shape)}, "
+                f"the config expects {tuple(state[name].shape)}"
+            )
+    for name, tensor in tensors.items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise CheckpointError(f"{folder.name}: weight {name} contains NaN or infinite values")
+    stored = {state[k].data_ptr() for k in tensors}  # tied weights are stored once
+    missing = [k for k in state if k not in tensors and state[k].data_ptr() not in stored]
+    if missing:
+        raise CheckpointError(f"{folder.name}: weights.safetensors lacks tensors: {', '.join(missing[:5])}")
+    with torch.no_grad():
+        for name, tensor in tensors.items():
+            state[name].copy_(tensor.to(state[name].dtype))
+
+
+def _load_snapshots(folder: Path, config: ModelConfig) -> list[Snapshot]:
+    """Snapshots from snapshots.safetensors + snapshots.json (empty when absent)."""
+    if not (folder / SNAPSHOTS_INDEX).is_file():
+        return []
+    index = _read_json(folder / SNAPSHOTS_INDEX)
+    tensors = _read_safetensors(folder / SNAPSHOTS_FILE)
+    layers = {
+        "encoder": config.n_encoder_layers,
+        "decoder": config.n_decoder_layers,
+        "cross": config.n_decoder_layers,
+    }
+    snapshots = []
+    try:
+        for i, entry in enumerate(index):
+            maps = {kind: [tensors[f"{i}.{kind}.{j}"] for j in range(n)] for kind, n in layers.items()}
+            snapshots.append(
+                Snapshot(
+                    int(entry["step"]),
+                    float(entry["loss"]),
+                    list(entry["probes"]),
+                    AttentionMaps(maps["encoder"], maps["decoder"], maps["cross"]),
+                    list(entry.get("targets", [])),
+                )
+            )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CheckpointError(f"{folder.name}: snapshots do not match snapshots.json ({exc!r})") from exc
+    return snapshots
+
+
+def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu") -> Checkpoint:
+    """Load a checkpoint folder; the model is float32, in eval mode, on `device`."""
+    folder = Path(path)
+    if not folder.is_dir():
+        raise CheckpointError(f"no checkpoint folder at {folder}")
+    config = _read_config(folder)
+    try:
+        model_config = ModelConfig.from_dict(config["model"])
+        train_config = TrainConfig.from_dict(config["train"]) if config.get("train") else None
+    except (ValueError, TypeError, KeyError) as exc:
+        raise CheckpointError(f"{folder.name}: incompatible config.json ({exc})") from exc
+    src_tok, tgt_tok = _load_tokenizers(folder, config.get("tokenizer", "shared"))
+    if src_tok.vocab_size != model_config.src_vocab_size or tgt_tok.vocab_size != model_config.tgt_vocab_size:
+        raise CheckpointError(
+            f"{folder.name}: tokenizer vocabularies ({src_tok.vocab_size}, {tgt_tok.vocab_size}) do not match "
+            f"the model ({model_config.src_vocab_size}, {model_config.tgt_vocab_size})"
+        )
+    try:
+        model = Transformer(model_config)
+    except (TypeError, ValueError, RuntimeError) as exc:  # e.g. d_model 16.0 or a layer count of 1.5
+        raise CheckpointError(
+            f"{folder.name}: incompatible config.json, the model cannot be built ({exc})"
+        ) from exc
+    _load_weights(folder, model)
+    metrics = _read_json(folder / METRICS_FILE) if (folder / METRICS_FILE).exists() else {}
+    snapshots = _load_snapshots(folder, model_config)
+    return Checkpoint(
+        name=folder.name,
+        path=folder,
+        model=model.to(device).eval(),
+        model_config=model_config,
+        train_config=train_config,
+        src_tokenizer=src_tok,
+        tgt_tokenizer=tgt_tok,
+        metrics=metrics,
+        snapshots=snapshots,
+        task=config.get("task"),
+        info=config.get("info") or {},
+    )
+
+
+def export_checkpoint(src: str | os.PathLike, dst: str | os.PathLike, *, half: bool = True) -> Path:
+    """Copy a checkpoint (e.g. from a training folder into checkpoints/), optionally as float16 weights."""
+    ckpt = load_checkpoint(src)
+    info = {k: v for k, v in ckpt.info.items() if k not in ("weights_dtype", "saved_at")}
+    return save_checkpoint(
+        dst,
+        ckpt.model,
+        ckpt.src_tokenizer,
+        ckpt.tgt_tokenizer,
+        train_config=ckpt.train_config,
+        task=ckpt.task,
+        metrics=ckpt.metrics,
+        snapshots=ckpt.snapshots,
+        info={**info, "exported_from": Path(src).name},
+        half=half,
+    )

@@ -1,0 +1,495 @@
+"""Command line: `python -m visformer train | translate | evaluate` (also under torchrun for DDP)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .checkpoint import CheckpointError, load_checkpoint, save_trainer
+from .config import ModelConfig
+from .model import Transformer
+from .training import (
+    EvalMetrics,
+    StepMetrics,
+    TrainConfig,
+    Trainer,
+    TrainingDiverged,
+    corpus_scores,
+    translate_batch,
+)
+
+
+class UsageError(Exception):
+    """A problem with the command line or its files, reported without a traceback."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Argument parsing
+# ---------------------------------------------------------------------------------------------
+
+
+def _train_parser(sub: argparse._SubParsersAction) -> None:
+    """Arguments of `train`."""
+    p = sub.add_parser("train", help="train a model on a toy task or a parallel corpus")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--task", help="built-in toy task (copy, reverse, sort, date)")
+    src.add_argument(
+        "--corpus", nargs=2, metavar=("SRC_FILE", "TGT_FILE"), help="line-aligned parallel files"
+    )
+    src.add_argument("--tsv", metavar="FILE", help="tab-separated pairs (Tatoeba format)")
+    p.add_argument(
+        "--tsv-columns",
+        nargs=2,
+        type=int,
+        default=(1, 0),
+        metavar=("SRC", "TGT"),
+        help="0-based source and target columns of --tsv (default 1 0: other language -> English)",
+    )
+    p.add_argument(
+        "--valid", nargs=2, metavar=("SRC", "TGT"), help="validation files (default: split by source)"
+    )
+    p.add_argument("--test", nargs=2, metavar=("SRC", "TGT"), help="test files scored after training")
+    p.add_argument("--out", required=True, help="checkpoint folder to write")
+    p.add_argument("--half", action="store_true", help="store weights in float16 (smaller; loads as float32)")
+    p.add_argument("--beam-size", type=int, default=4, help="beam size of the final test evaluation")
+    p.add_argument("--n-train", type=int, default=20000, help="toy task: training examples")
+    p.add_argument("--n-valid", type=int, default=500, help="toy task: held-out examples")
+    p.add_argument("--max-words", type=int, default=64, help="corpus: drop pairs with more words than this")
+    # model
+    p.add_argument("--d-model", type=int, default=None)
+    p.add_argument("--heads", type=int, default=None)
+    p.add_argument("--layers", type=int, default=None, help="encoder and decoder layers")
+    p.add_argument("--encoder-layers", type=int, default=None)
+    p.add_argument("--decoder-layers", type=int, default=None)
+    p.add_argument("--d-ff", type=int, default=None)
+    p.add_argument("--dropout", type=float, default=None)
+    p.add_argument("--max-len", type=int, default=None, help="longest sequence in tokens")
+    p.add_argument("--norm-first", action="store_true", help="pre-LN instead of the paper's post-LN")
+    p.add_argument("--vocab-size", type=int, default=8000, help="corpus: SentencePiece vocabulary size")
+    p.add_argument("--model-type", choices=("bpe", "unigram"), default="bpe")
+    p.add_argument("--separate-vocab", action="store_true", help="corpus: one vocabulary per language")
+    # training
+    d = TrainConfig()
+    p.add_argument("--steps", type=int, default=None)
+    p.add_argument("--max-tokens", type=int, default=None, help="padded tokens per batch")
+    p.add_argument("--warmup", type=int, default=None)
+    p.add_argument("--lr-factor", type=float, default=None)
+    p.add_argument("--label-smoothing", type=float, default=d.label_smoothing)
+    p.add_argument("--clip-norm", type=float, default=d.clip_norm)
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--device", default=d.device)
+    p.add_argument("--eval-every", type=int, default=None)
+    p.add_argument("--eval-examples", type=int, default=d.eval_examples)
+    p.add_argument("--log-every", type=int, default=None)
+    p.add_argument("--snapshots", type=int, default=d.n_snapshots, help="attention snapshots (log-spaced)")
+    p.add_argument("--time-limit", type=float, default=None, help="stop after this many seconds")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument(
+        "--stop-at-exact-match",
+        type=float,
+        default=None,
+        help="toy task: stop once held-out exact match reaches this share (e.g. 1.0)",
+    )
+    p.add_argument("--save-every", type=float, default=600.0, help="seconds between checkpoint saves")
+    p.add_argument("--no-progress", action="store_true", help="plain log lines instead of a progress bar")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `visformer` argument parser."""
+    parser = argparse.ArgumentParser(prog="python -m visformer", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    _train_parser(sub)
+    t = sub.add_parser("translate", help="translate sentences with a checkpoint")
+    t.add_argument("--checkpoint", required=True)
+    t.add_argument("sentences", nargs="+", help="sentences to translate")
+    t.add_argument("--beam-size", type=int, default=1, help="1 = greedy")
+    e = sub.add_parser("evaluate", help="sacreBLEU and chrF of a checkpoint on a test set")
+    e.add_argument("--checkpoint", required=True)
+    e.add_argument("--src", required=True)
+    e.add_argument("--ref", required=True)
+    e.add_argument("--beam-size", type=int, default=4)
+    e.add_argument("--batch-size", type=int, default=32)
+    e.add_argument("--json", action="store_true", help="last line: one JSON object with bleu and chrf")
+    e.add_argument("--no-progress", action="store_true")
+    return parser
+
+
+# ---------------------------------------------------------------------------------------------
+# Translation in batches (greedy or beam, from visformer.decoding)
+# ---------------------------------------------------------------------------------------------
+
+
+def translate_all(
+    model: Transformer,
+    src_tok: Any,
+    tgt_tok: Any,
+    texts: Sequence[str],
+    beam_size: int = 1,
+    batch_size: int = 32,
+    progress: bool = True,
+) -> list[str]:
+    """Translate many texts in length-sorted batches, with a progress bar."""
+    from tqdm import tqdm
+
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    out: list[str] = [""] * len(texts)
+    with (
+        torch.no_grad(),
+        tqdm(total=len(texts), desc="translating", unit="sent", disable=not progress) as bar,
+    ):
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size]
+            for i, hyp in zip(
+                idx, translate_batch(model, src_tok, tgt_tok, [texts[i] for i in idx], beam_size), strict=True
+            ):
+                out[i] = hyp
+            bar.update(len(idx))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# train
+# ---------------------------------------------------------------------------------------------
+
+
+TASK_DEFAULTS = dict(
+    d_model=64,
+    heads=4,
+    layers=2,
+    d_ff=256,
+    dropout=0.0,
+    max_len=64,
+    steps=1500,
+    max_tokens=2048,
+    warmup=200,
+    lr_factor=0.5,
+    eval_every=250,
+    log_every=25,
+)
+CORPUS_DEFAULTS = dict(
+    d_model=256,
+    heads=4,
+    layers=3,
+    d_ff=1024,
+    dropout=0.1,
+    max_len=128,
+    steps=20000,
+    max_tokens=4096,
+    warmup=4000,
+    lr_factor=1.0,
+    eval_every=1000,
+    log_every=50,
+)
+
+
+def _option(args: argparse.Namespace, name: str, defaults: dict[str, Any]) -> Any:
+    """A command-line value, else the default for this kind of run."""
+    value = getattr(args, name, None)
+    return defaults[name] if value is None else value
+
+
+def _task_data(args: argparse.Namespace) -> tuple[list, list, list, Any, Any]:
+    """Train/valid examples and tokenizers of a toy task (valid sources never seen in training)."""
+    from .tasks import make_examples, task_tokenizer
+
+    try:
+        tok = task_tokenizer(args.task)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    valid = make_examples(args.task, args.n_valid, seed=args.seed + 1)
+    train = make_examples(args.task, args.n_train, seed=args.seed, exclude={ex.src for ex in valid})
+    return train, valid, [], tok, tok
+
+
+def _corpus_pairs(args: argparse.Namespace) -> tuple[list, list, list]:
+    """Train/valid/test pairs from --corpus or --tsv, split by unique source when --valid is absent."""
+    from .data import filter_by_length, read_parallel, read_tsv, split_by_source
+
+    if args.corpus:
+        pairs = read_parallel(*args.corpus)
+    else:
+        pairs = read_tsv(args.tsv, *args.tsv_columns)
+    pairs = filter_by_length([p for p in pairs if p.src and p.tgt], args.max_words)
+    test = read_parallel(*args.test) if args.test else []
+    if args.valid:
+        return pairs, read_parallel(*args.valid), test
+    train, valid, held_out = split_by_source(
+        pairs, valid=0.05, test=0.0 if args.test else 0.05, seed=args.seed
+    )
+    return train, valid, test or held_out
+
+
+def _corpus_data(args: argparse.Namespace) -> tuple[list, list, list, Any, Any]:
+    """Pairs and SentencePiece tokenizers (joint unless --separate-vocab), trained on the train split."""
+    from .tokenizer import SentencePieceTokenizer
+
+    train, valid, test = _corpus_pairs(args)
+    if not train:
+        raise UsageError("the corpus has no usable training pairs")
+    rank = int(os.environ.get("RANK", "0"))
+    t0 = time.perf_counter()
+    if args.separate_vocab:
+        src_tok = SentencePieceTokenizer.train([p.src for p in train], args.vocab_size, args.model_type)
+        tgt_tok = SentencePieceTokenizer.train([p.tgt for p in train], args.vocab_size, args.model_type)
+    else:
+        texts = [p.src for p in train] + [p.tgt for p in train]
+        src_tok = tgt_tok = SentencePieceTokenizer.train(texts, args.vocab_size, args.model_type)
+    if rank == 0:
+        print(
+            f"tokenizer: vocab {src_tok.vocab_size}/{tgt_tok.vocab_size} in {time.perf_counter() - t0:.1f}s; "
+            f"{len(train)} train, {len(valid)} valid, {len(test)} test pairs",
+            file=sys.stderr,
+        )
+    return train, valid, test, src_tok, tgt_tok
+
+
+def _configs(args: argparse.Namespace, src_tok: Any, tgt_tok: Any) -> tuple[ModelConfig, TrainConfig]:
+    """Model and training configs from the arguments and the kind of run."""
+    defaults = TASK_DEFAULTS if args.task else CORPUS_DEFAULTS
+    layers = _option(args, "layers", defaults)
+    shared = src_tok is tgt_tok
+    model_config = ModelConfig(
+        src_vocab_size=src_tok.vocab_size,
+        tgt_vocab_size=tgt_tok.vocab_size,
+        d_model=_option(args, "d_model", defaults),
+        n_heads=_option(args, "heads", defaults),
+        n_encoder_layers=args.encoder_layers or layers,
+        n_decoder_layers=args.decoder_layers or layers,
+        d_ff=_option(args, "d_ff", defaults),
+        dropout=_option(args, "dropout", defaults),
+        max_len=_option(args, "max_len", defaults),
+        norm_first=args.norm_first,
+        share_embeddings=shared,
+        pad_id=tgt_tok.pad_id,
+    )
+    train_config = TrainConfig(
+        steps=_option(args, "steps", defaults),
+        max_tokens=_option(args, "max_tokens", defaults),
+        warmup=_option(args, "warmup", defaults),
+        lr_factor=_option(args, "lr_factor", defaults),
+        label_smoothing=args.label_smoothing,
+        clip_norm=args.clip_norm,
+        seed=args.seed,
+        device=args.device,
+        eval_every=_option(args, "eval_every", defaults),
+        eval_examples=args.eval_examples,
+        log_every=_option(args, "log_every", defaults),
+        n_snapshots=args.snapshots,
+        time_limit_s=args.time_limit,
+        threads=args.threads,
+        stop_at_exact_match=args.stop_at_exact_match,
+    )
+    return model_config, train_config
+
+
+def _init_distributed() -> bool:
+    """Join the torchrun process group (gloo on CPU, nccl on GPU) when launched by torchrun."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return False
+    import torch.distributed as dist
+
+    use_cuda = torch.cuda.is_available()
+    if use_cuda:
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group("nccl" if use_cuda else "gloo")
+    return True
+
+
+def _describe(m: StepMetrics | EvalMetrics) -> str:
+    """One log line for a metrics record."""
+    if isinstance(m, StepMetrics):
+        return f"step {m.step} loss {m.loss:.4f} lr {m.lr:.2e} {m.tokens_per_s:.0f} tok/s {m.elapsed_s:.0f}s"
+    parts = [f"eval step {m.step}: valid loss {m.valid_loss:.4f}"]
+    for name in ("bleu", "chrf", "exact_match", "alignment_score"):
+        value = getattr(m, name)
+        if value is not None:
+            parts.append(
+                f"{name} {value:.4f}" if name in ("exact_match", "alignment_score") else f"{name} {value:.2f}"
+            )
+    sample = f"\n  {m.samples[0][0]!r} -> {m.samples[0][2]!r} (ref {m.samples[0][1]!r})" if m.samples else ""
+    return ", ".join(parts) + sample
+
+
+def _run_training(trainer: Trainer, args: argparse.Namespace, info: dict[str, Any]) -> None:
+    """Drive trainer.run() with a progress bar, saving the checkpoint every --save-every seconds."""
+    from tqdm import tqdm
+
+    rank0 = trainer.rank == 0
+    last_save = time.perf_counter()
+    bar = tqdm(
+        total=trainer.config.steps, desc="training", unit="step", disable=not rank0 or args.no_progress
+    )
+    try:
+        for m in trainer.run():
+            if isinstance(m, StepMetrics):
+                bar.update(m.step - bar.n)
+                bar.set_postfix(loss=f"{m.loss:.3f}", lr=f"{m.lr:.1e}", tok_s=f"{m.tokens_per_s:.0f}")
+                if args.no_progress and rank0:
+                    print(_describe(m), flush=True)
+            elif rank0:
+                tqdm.write(_describe(m)) if not args.no_progress else print(_describe(m), flush=True)
+            if rank0 and time.perf_counter() - last_save >= args.save_every:
+                save_trainer(args.out, trainer, info=info, half=args.half)
+                last_save = time.perf_counter()
+    except KeyboardInterrupt:
+        trainer.stop()
+        print("interrupted: saving the last completed step", file=sys.stderr)
+    except TrainingDiverged as exc:
+        print(f"training stopped: {exc}", file=sys.stderr)
+    finally:
+        bar.close()
+
+
+def _final_test(trainer: Trainer, test: list, args: argparse.Namespace) -> dict[str, Any]:
+    """sacreBLEU/chrF (corpora) or exact match (tasks) on the test pairs with --beam-size."""
+    model = trainer.model.eval()
+    hyps = translate_all(
+        model,
+        trainer.src_tok,
+        trainer.tgt_tok,
+        [p.src for p in test],
+        args.beam_size,
+        progress=not args.no_progress,
+    )
+    bleu, chrf = corpus_scores(hyps, [p.tgt for p in test])
+    return {
+        "bleu": round(bleu, 2),
+        "chrf": round(chrf, 2),
+        "beam_size": args.beam_size,
+        "sentences": len(test),
+        "samples": [(p.src, p.tgt, h) for p, h in zip(test[:5], hyps[:5], strict=False)],
+    }
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """`train`: build data, tokenizers and model, train, save the checkpoint (rank 0)."""
+    from .checkpoint import safe_checkpoint_dir
+
+    out = Path(args.out)
+    safe_checkpoint_dir(out.parent if str(out.parent) else ".", out.name)
+    distributed = _init_distributed()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    train, valid, test, src_tok, tgt_tok = _task_data(args) if args.task else _corpus_data(args)
+    model_config, train_config = _configs(args, src_tok, tgt_tok)
+    torch.manual_seed(args.seed)  # identical initial weights on every rank
+    model = Transformer(model_config)
+    trainer = Trainer(model, train, valid, src_tok, tgt_tok, train_config, task=args.task)
+    if trainer.rank == 0:
+        print(
+            f"model: {model.num_parameters():,} parameters; {len(trainer.train_pairs)} training pairs; "
+            f"device {trainer.device}; world size {trainer.world_size}",
+            file=sys.stderr,
+        )
+    source = args.task or " ".join(args.corpus or [args.tsv])
+    info = {"data": source, "world_size": trainer.world_size}
+    _run_training(trainer, args, info)
+    if trainer.rank == 0:
+        if trainer.step and (not trainer.evals or trainer.evals[-1].step != trainer.step):
+            print(_describe(trainer.evaluate()), file=sys.stderr)
+        if test:
+            info["test"] = _final_test(trainer, test, args)
+            print(
+                f"test: BLEU {info['test']['bleu']:.2f} chrF {info['test']['chrf']:.2f} "
+                f"(beam {args.beam_size}, {len(test)} sentences)",
+                file=sys.stderr,
+            )
+        save_trainer(args.out, trainer, info=info, half=args.half)
+        print(
+            f"saved {args.out} after {trainer.step} steps in {trainer.elapsed_s:.1f}s "
+            f"(snapshots {trainer.snapshot_overhead_s:.2f}s, eval {trainer.eval_overhead_s:.1f}s)",
+            file=sys.stderr,
+        )
+    if distributed:
+        import torch.distributed as dist
+
+        dist.barrier()
+        dist.destroy_process_group()
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# translate / evaluate
+# ---------------------------------------------------------------------------------------------
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    """`translate`: print one translation per sentence."""
+    ckpt = load_checkpoint(args.checkpoint)
+    for hyp in translate_all(
+        ckpt.model, ckpt.src_tokenizer, ckpt.tgt_tokenizer, args.sentences, args.beam_size, progress=False
+    ):
+        print(hyp)
+    return 0
+
+
+def _read_lines(path: str) -> list[str]:
+    """Lines of a UTF-8 file, or a UsageError naming it."""
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"file not found: {path}")
+    return p.read_text(encoding="utf-8").rstrip("\n").split("\n")
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """`evaluate`: sacreBLEU (cased, 13a) and chrF on --src/--ref."""
+    src, ref = _read_lines(args.src), _read_lines(args.ref)
+    if len(src) != len(ref):
+        raise UsageError(f"{args.src} has {len(src)} lines but {args.ref} has {len(ref)}")
+    ckpt = load_checkpoint(args.checkpoint)
+    t0 = time.perf_counter()
+    hyps = translate_all(
+        ckpt.model,
+        ckpt.src_tokenizer,
+        ckpt.tgt_tokenizer,
+        src,
+        args.beam_size,
+        args.batch_size,
+        progress=not args.no_progress,
+    )
+    bleu, chrf = corpus_scores(hyps, ref)
+    seconds = time.perf_counter() - t0
+    print(f"BLEU = {bleu:.2f}  (sacreBLEU, cased, 13a, beam {args.beam_size}, {len(src)} sentences)")
+    print(f"chrF = {chrf:.2f}")
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "bleu": round(bleu, 2),
+                    "chrf": round(chrf, 2),
+                    "beam_size": args.beam_size,
+                    "sentences": len(src),
+                    "seconds": round(seconds, 1),
+                }
+            )
+        )
+    return 0
+
+
+COMMANDS = {"train": cmd_train, "translate": cmd_translate, "evaluate": cmd_evaluate}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: parse, run, and turn expected failures into one-line errors (exit code 2)."""
+    args = build_parser().parse_args(argv)
+    for name in ("steps", "beam_size", "max_tokens", "n_train", "n_valid"):
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            print(f"error: --{name.replace('_', '-')} must be at least 1, got {value}", file=sys.stderr)
+            return 2
+    try:
+        return COMMANDS[args.command](args)
+    except (UsageError, CheckpointError, ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+__all__ = ["main", "build_parser", "translate_all", "translate_batch"]
