@@ -185,6 +185,13 @@ def test_deep_link_on_a_fresh_server_opens_inside_the_frame(server: str, browser
     """
     page, errors = _open(browser, server + "/decoding")
     try:
+        # Streamlit's folder-mode nav shows while the first run imports; then the frame's nav replaces it
+        page.wait_for_function(
+            "() => (document.querySelector('[data-testid=\"stSidebarNav\"]') || {}).innerText"
+            "?.includes('Attention timeline')",
+            timeout=WAIT_MS,
+        )
+        _wait_until_idle(page)
         nav = page.locator('[data-testid="stSidebarNav"]').inner_text()
         assert "Positional encoding" in nav and "Attention timeline" in nav
         assert "common" not in nav.split() and "app" not in nav.split()
