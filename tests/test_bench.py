@@ -1,0 +1,97 @@
+"""The benchmark runner's quick mode: it runs, prints tables and writes a well-formed RESULTS.md."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from bench import bench_training
+from bench.common import TINY, Section, Stat, alternate, ratio_stat
+from bench.run import main, split_sections
+
+
+def test_stat_summarises_and_inverts() -> None:
+    s = Stat.of([2.0, 1.0, 4.0])
+    assert (s.median, s.low, s.high, s.n) == (2.0, 1.0, 4.0, 3)
+    rate = s.inverse(8.0)  # 8 tokens in 1..4 s
+    assert (rate.median, rate.low, rate.high) == (4.0, 2.0, 8.0)
+    assert ratio_stat([2.0, 6.0], [1.0, 2.0]).median == pytest.approx(2.5)
+
+
+def test_alternate_runs_every_function_each_round() -> None:
+    calls: list[str] = []
+    times = alternate({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, rounds=3, warmup=1)
+    assert calls == ["a", "b"] + ["a", "b"] * 3
+    assert {k: len(v) for k, v in times.items()} == {"a": 3, "b": 3}
+
+
+def test_peer_and_visformer_train_on_the_same_batch() -> None:
+    batch = bench_training.make_batch(TINY, 4, 6, seed=1)
+    assert batch.src.shape[0] == batch.tgt_in.shape[0] == 4
+    assert batch.tgt_in.shape == batch.tgt_out.shape
+    assert (batch.src == TINY.pad_id).any(), "a padded batch should contain padding"
+    assert batch.n_tgt_tokens == int((batch.tgt_out != TINY.pad_id).sum())
+    peer = bench_training.PeerModel(TINY).train()
+    step = bench_training.train_step_fn(peer, peer, batch, TINY.pad_id)
+    before = peer.generator.weight.detach().clone()
+    loss = step()
+    assert loss > 0 and not torch.equal(before, peer.generator.weight), "the peer's step must update weights"
+    assert peer.generator.weight is peer.token.weight  # tied like visformer's shared embeddings
+
+
+def _table_rows(section: str) -> list[list[str]]:
+    """Data rows of the first markdown table in a section."""
+    lines = [ln for ln in section.splitlines() if ln.startswith("|")]
+    return [[c.strip() for c in ln.strip("|").split("|")] for ln in lines[2:]]
+
+
+def test_quick_run_writes_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "RESULTS.md"
+    out.write_text("# old\n\n## Decoding\n\nkept from another helper\n", encoding="utf-8")
+    assert main(["--quick", "--only", "training,profile,scaling", "--output", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "== Training throughput ==" in printed and "speed-up" in printed
+    text = out.read_text(encoding="utf-8")
+    assert text.startswith("# visformer benchmarks")
+    for key in ("cpu", "torch threads", "torch", "gpu", "date"):
+        assert re.search(rf"^\| {key} \| .+ \|$", text, re.M), f"machine row {key!r} missing"
+    assert "shared" in text  # says the machine was shared
+    sections = split_sections(text)
+    # other helpers' sections survive a run that did not measure them
+    assert sections["Decoding"].strip().endswith("kept from another helper")
+    training = _table_rows(sections["Training throughput"])
+    assert [r[0] for r in training] == ["padded batch", "no padding"]
+    median_spread = re.compile(r"^[\d,.]+ \([\d,.]+–[\d,.]+\)$")
+    assert all(median_spread.match(cell.rstrip("×")) for r in training for cell in r[2:6]), training
+    assert "matmul peak" in sections["Training throughput"]
+    shares = {r[0]: r[1:] for r in _table_rows(sections["Training profile"])}
+    assert "matmul" in shares and all(cell.endswith("%") for row in shares.values() for cell in row)
+    lengths = _table_rows(sections["Scaling: sentence length"])
+    assert [r[0] for r in lengths] == ["8", "16"]
+    assert all(float(r[4]) >= 0 and float(r[5]) >= 0 for r in lengths)
+    assert _table_rows(sections["Scaling: model size"])[0][0] == "tiny"
+    assert list(sections).index("Training throughput") < list(sections).index("Decoding")
+
+
+def test_unknown_benchmark_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):
+        main(["--quick", "--only", "nonsense", "--output", str(tmp_path / "R.md")])
+
+
+def test_section_markdown_has_a_table() -> None:
+    s = Section("T", "intro", ["a", "b"], rows=[["1", "2"]], notes=["n"])
+    assert s.markdown() == "## T\n\nintro\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n- n\n"
+
+
+@pytest.mark.slow
+def test_marian_peer_generates_in_quick_mode() -> None:
+    pytest.importorskip("transformers")
+    from bench import bench_marian
+
+    section = bench_marian.run(TINY, quick=True)
+    rows = _table_rows(section.markdown())
+    assert rows and rows[0][0].startswith("greedy")
+    assert all(r[-1].endswith("×") for r in rows)
