@@ -90,6 +90,7 @@ def sidebar(about: str) -> None:
         else:
             st.info("No checkpoint found yet.")
         st.caption(f"Device: `{resolve_device('auto')}`")
+        common.checkpoint_transfer(common.current_choice())
         st.divider()
         st.caption(CREDITS)
 

@@ -9,6 +9,7 @@ from pages import common
 from visformer import analysis as an
 from visformer import app_support as sup
 from visformer import figures as fg
+from visformer.validation import escape_markdown
 
 KEYS = ["sentence", "view", "layer", "head", "tab", "step", "ablate", "stat", "dk"]
 TABS = sup.ATTENTION_TABS
@@ -218,7 +219,7 @@ def ablation_section(
     ablated = common.translation(*key, off)
     left, right = st.columns(2)
     with left:
-        st.markdown(f"**Original:** {view.text}")
+        st.markdown(f"**Original:** {escape_markdown(view.text)}")
         common.chart(
             head_figures(*key, (), kind, layer, head)[0],
             f"ablation-original-{kind}-L{layer}-H{head}",
@@ -226,7 +227,7 @@ def ablation_section(
         )
     with right:
         label = f"{len(off)} head{'s' if len(off) != 1 else ''} off"
-        st.markdown(f"**{label}:** {ablated.text}")
+        st.markdown(f"**{label}:** {escape_markdown(ablated.text)}")
         common.chart(
             head_figures(*key, off, kind, layer, head)[0],
             f"ablation-{kind}-L{layer}-H{head}",
@@ -335,15 +336,16 @@ def main() -> None:
             "Examples", examples, key="example_pick", on_change=_use_example, label_visibility="collapsed"
         )
     try:
-        view = common.translation(*key, state["sentence"])
+        sentence = common.fitted_sentence(ck, state["sentence"])
+        view = common.translation(*key, sentence)
     except ValueError as exc:
         st.error(str(exc))
         common.sync_url(KEYS)
         return
-    key = (*key, state["sentence"])
+    key = (*key, sentence)
     if view.truncated:
         st.warning("The sentence was longer than the model's max_len and was cut.")
-    st.markdown(f"#### → {view.text or '(empty)'}")
+    st.markdown(f"#### → {escape_markdown(view.text) or '(empty)'}")
     st.markdown("Source pieces: " + common.pieces_markdown(view.src_pieces))
     st.markdown("Output pieces: " + common.pieces_markdown(view.output_pieces))
 

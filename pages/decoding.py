@@ -13,7 +13,7 @@ from visformer import decoding_figures as dfig
 from visformer import figures as fg
 from visformer.decoding import STRATEGIES, get_strategy, translate
 from visformer.hosting import HostedLimits
-from visformer.validation import check_decoding_params
+from visformer.validation import check_decoding_params, escape_markdown
 
 DEFAULT_STRATEGIES = ["greedy", "beam", "temperature", "top-k", "top-p"]
 SAMPLERS = ["temperature", "top-k", "top-p", "sample"]
@@ -142,7 +142,7 @@ def beam_section(key: tuple, sentence: str, limits: HostedLimits) -> None:
     """The beam search tree and its n best hypotheses."""
     params = params_of("beam", limits)
     view = decode(*key, sentence, "beam", params)
-    st.markdown(f"**{view.label}** → {view.text or '(empty)'}")
+    st.markdown(f"**{view.label}** → {escape_markdown(view.text) or '(empty)'}")
     common.chart(dfig.beam_tree_figure(view.tree, view.best_node), "beam-tree")
     st.caption(
         "Each column is a step, each row a beam (ranked by log P at that step). Lines join a token to the "

@@ -1,0 +1,319 @@
+"""Hosted mode: limits from the environment and secrets, private session folders, the run cap."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from visformer.hosting import (
+    BusyError,
+    HostedLimits,
+    RunSlots,
+    load_limits,
+    session_checkpoint_root,
+    user_checkpoint_root,
+)
+
+
+def test_local_is_default_and_generous() -> None:
+    limits = load_limits({}, None)
+    assert limits == HostedLimits.local()
+    assert not limits.is_hosted and not limits.session_folders
+    hosted = HostedLimits.hosted()
+    assert hosted.max_d_model < limits.max_d_model and hosted.max_steps < limits.max_steps
+    assert hosted.max_upload_bytes < limits.max_upload_bytes
+
+
+@pytest.mark.parametrize("value", ["1", "true", "YES", "on"])
+def test_env_switch_turns_hosted_on(value: str) -> None:
+    limits = load_limits({"VISFORMER_HOSTED": value})
+    assert limits.is_hosted and limits.session_folders
+    assert limits.train_threads == 1 and limits.max_wall_time_s is not None
+
+
+def test_env_overrides_and_secrets() -> None:
+    env = {"VISFORMER_HOSTED": "1", "VISFORMER_MAX_CONCURRENT_RUNS": "5", "VISFORMER_MAX_WALL_TIME_S": "60"}
+    limits = load_limits(env)
+    assert limits.max_concurrent_runs == 5 and limits.max_wall_time_s == 60.0
+    assert limits.max_d_model == HostedLimits.hosted().max_d_model
+    secrets = {"visformer": {"hosted": True, "max_steps": 300, "max_concurrent_runs": 3}}
+    from_secrets = load_limits({}, secrets)
+    assert from_secrets.is_hosted and from_secrets.max_steps == 300 and from_secrets.max_concurrent_runs == 3
+    both = load_limits({"VISFORMER_MAX_CONCURRENT_RUNS": "7"}, secrets)  # the environment wins
+    assert both.max_concurrent_runs == 7 and both.max_steps == 300
+    assert not load_limits({"VISFORMER_HOSTED": "0"}, secrets).is_hosted
+    assert load_limits({"VISFORMER_HOSTED": "1", "VISFORMER_TRAIN_THREADS": "none"}).train_threads is None
+
+
+@pytest.mark.parametrize(
+    "env, secrets, fragment",
+    [
+        ({"VISFORMER_HOSTED": "maybe"}, None, "VISFORMER_HOSTED"),
+        ({"VISFORMER_MAX_CONCURRENT_RUNS": "lots"}, None, "must be a number"),
+        ({"VISFORMER_MAX_STEPS": "0"}, None, "positive"),
+        ({}, {"visformer": {"max_stepz": 3}}, "unknown keys"),
+    ],
+)
+def test_bad_settings_are_named(env: dict, secrets: dict | None, fragment: str) -> None:
+    with pytest.raises(ValueError, match=fragment):
+        load_limits(env, secrets)
+
+
+def test_secrets_without_section_or_broken_mapping() -> None:
+    class Broken(dict):
+        def get(self, key, default=None):  # st.secrets raises when there is no secrets.toml
+            raise FileNotFoundError("no secrets")
+
+    assert load_limits({}, Broken(x=1)) == HostedLimits.local()
+    assert load_limits({}, {"other": {"hosted": True}}) == HostedLimits.local()
+
+
+@pytest.mark.parametrize(
+    "session_id", ["../../etc", "/abs/path", "a/b", "..", "x" * 500, "é", "-rf", "a\x00b"]
+)
+def test_session_folder_stays_inside_root(tmp_path: Path, session_id: str) -> None:
+    folder = session_checkpoint_root(tmp_path, session_id)
+    assert folder.parent == tmp_path.resolve()
+    assert folder.name.startswith("s-") and "/" not in folder.name and ".." not in folder.name
+
+
+def test_session_folders_are_distinct_and_stable(tmp_path: Path) -> None:
+    a = session_checkpoint_root(tmp_path, "3f1c9a2e-1b2c-4d5e-8f90-123456789abc")
+    b = session_checkpoint_root(tmp_path, "9f1c9a2e-1b2c-4d5e-8f90-123456789abc")
+    assert a != b and a == session_checkpoint_root(tmp_path, "3f1c9a2e-1b2c-4d5e-8f90-123456789abc")
+    assert session_checkpoint_root(tmp_path, "../x") != session_checkpoint_root(tmp_path, "..x")
+    with pytest.raises(ValueError):
+        session_checkpoint_root(tmp_path, "  ")
+
+
+def test_user_root_depends_on_mode(tmp_path: Path) -> None:
+    assert user_checkpoint_root(tmp_path, "abc", HostedLimits.local()) == tmp_path
+    assert user_checkpoint_root(tmp_path, "abc", HostedLimits.hosted()).parent == tmp_path.resolve()
+    with pytest.raises(ValueError, match="session id"):
+        user_checkpoint_root(tmp_path, None, HostedLimits.hosted())
+
+
+def test_run_slots_cap_and_one_run_per_session() -> None:
+    slots = RunSlots(2)
+    slots.acquire("alice")
+    with pytest.raises(BusyError, match="already have a training run"):
+        slots.acquire("alice")
+    slots.acquire("bob")
+    with pytest.raises(BusyError, match="busy"):
+        slots.acquire("carol")
+    slots.release("alice")
+    with slots.slot("carol"):
+        assert slots.in_use == 2
+    assert slots.in_use == 1
+
+
+def test_run_slots_under_threads() -> None:
+    slots = RunSlots(3)
+    got, busy = [], []
+    barrier = threading.Barrier(12)
+
+    def worker(i: int) -> None:
+        barrier.wait()
+        try:
+            slots.acquire(f"user{i}")
+            got.append(i)
+        except BusyError:
+            busy.append(i)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 3 and len(busy) == 9 and slots.in_use == 3
+
+
+# ---------------------------------------------------------------------------------------------
+# Bounded training and isolation, end to end through the job API (visformer.jobs)
+# ---------------------------------------------------------------------------------------------
+
+
+def _spec(name: str, steps: int = 12, **train: object):
+    from visformer.jobs import ModelSize, RunSpec, TaskSource
+    from visformer.training import TrainConfig
+
+    config = TrainConfig(steps=steps, max_tokens=512, warmup=4, eval_every=10_000, log_every=2, n_snapshots=2,
+                         device="cpu", **train)  # fmt: skip
+    return RunSpec(
+        name, TaskSource("copy", 100, 10), ModelSize(16, 2, 1, 32), config, max_len=32, dropout=0.0
+    )
+
+
+def _hosted(**changes: object) -> HostedLimits:
+    from dataclasses import replace
+
+    return replace(HostedLimits.hosted(), **changes)
+
+
+def test_job_refuses_busy_server_and_second_run_per_session(tmp_path: Path) -> None:
+    from visformer.jobs import JobRegistry
+
+    limits = _hosted(max_concurrent_runs=1, max_steps=100_000, max_wall_time_s=600.0)
+    registry = JobRegistry()
+    long_run = registry.start("alice", _spec("long", steps=100_000), limits, tmp_path / "alice")
+    try:
+        with pytest.raises(BusyError, match="already have a training run"):
+            registry.start("alice", _spec("again"), limits, tmp_path / "alice")
+        with pytest.raises(BusyError, match="server is busy: 1 training run"):
+            registry.start("bob", _spec("bobs"), limits, tmp_path / "bob")
+        while long_run.progress().step == 0 and long_run.active:
+            time.sleep(0.05)  # let it learn something before Stop
+    finally:
+        long_run.stop()
+        assert long_run.join(timeout=120)
+    assert long_run.progress().state == "stopped" and long_run.progress().checkpoint is not None
+    done = registry.start("bob", _spec("bobs"), limits, tmp_path / "bob")  # the slot is free again
+    assert done.join(timeout=120) and done.progress().state == "done"
+
+
+def test_job_limits_model_size_steps_wall_time_and_threads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    from visformer.checkpoint import load_checkpoint
+    from visformer.jobs import JobRegistry, ModelSize
+    from visformer.training import Trainer
+    from visformer.validation import InputError
+
+    registry = JobRegistry()
+    limits = _hosted(max_wall_time_s=1.0, max_steps=50_000, max_concurrent_runs=3)
+    with pytest.raises(InputError, match="steps is above the limit"):
+        registry.start("a", _spec("many", steps=60_000), limits, tmp_path)
+    from dataclasses import replace
+
+    big = replace(_spec("big"), size=ModelSize(512, 8, 6, 2048))
+    job = registry.start("a", big, limits, tmp_path)
+    assert job.join(timeout=120)
+    assert job.progress().state == "failed" and "above the limit" in job.progress().message
+    assert not any(tmp_path.iterdir())
+
+    threads_seen: list[int] = []
+    original = Trainer.run
+
+    def spy(self: Trainer):
+        threads_seen.append(torch.get_num_threads())
+        yield from original(self)
+
+    monkeypatch.setattr(Trainer, "run", spy)
+    job = registry.start("a", _spec("timed", steps=50_000), limits, tmp_path)
+    assert job.join(timeout=120)
+    progress = job.progress()
+    assert progress.state == "stopped" and "time limit" in progress.message and 0 < progress.step < 50_000
+    assert threads_seen == [1]
+    saved = load_checkpoint(progress.checkpoint)
+    assert saved.train_config.threads == 1 and saved.train_config.time_limit_s == 1.0
+
+
+def test_nan_loss_stops_and_keeps_the_last_good_weights(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    from visformer.checkpoint import load_checkpoint
+    from visformer.jobs import JobRegistry
+    from visformer.training import Trainer
+
+    original = Trainer._loss
+    calls = {"train": 0}
+
+    def poisoned(self: Trainer, model, batch, smoothing):
+        loss, n = original(self, model, batch, smoothing)
+        if model.training:
+            calls["train"] += 1
+            if calls["train"] >= 6:
+                loss = loss * float("nan")
+        return loss, n
+
+    monkeypatch.setattr(Trainer, "_loss", poisoned)
+    job = JobRegistry().start("a", _spec("nan", steps=20), _hosted(), tmp_path)
+    assert job.join(timeout=120)
+    progress = job.progress()
+    assert progress.state == "failed" and "nan" in progress.message.lower() and "step 6" in progress.message
+    saved = load_checkpoint(progress.checkpoint)
+    assert saved.info["steps"] == 5
+    assert all(bool(torch.isfinite(t).all()) for t in saved.model.state_dict().values())
+
+
+def test_sessions_do_not_see_or_overwrite_each_other(tmp_path: Path) -> None:
+    from visformer.app_support import discover_checkpoints
+    from visformer.jobs import JobRegistry
+
+    limits = _hosted()
+    registry = JobRegistry()
+    roots = {who: user_checkpoint_root(tmp_path, f"{who}-session-id", limits) for who in ("alice", "bob")}
+    paths = {}
+    for who, root in roots.items():
+        job = registry.start(who, _spec("mine", steps=4), limits, root)
+        assert job.join(timeout=120) and job.progress().state == "done"
+        paths[who] = job.progress().checkpoint
+    assert paths["alice"] != paths["bob"] and paths["alice"].name == paths["bob"].name == "mine"
+    empty = tmp_path / "shipped-none"
+    for who, root in roots.items():
+        listed = [c.path.resolve() for c in discover_checkpoints(empty, root)]
+        assert listed == [paths[who].resolve()]
+    assert discover_checkpoints(empty, tmp_path) == []  # the shared root lists nobody's private runs
+    again = registry.start("alice", _spec("mine", steps=2), limits, roots["alice"])
+    assert again.join(timeout=120)
+    assert again.progress().checkpoint.name == "mine-2" and paths["alice"].exists()
+
+
+def test_crash_while_saving_fails_cleanly_without_a_half_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import visformer.checkpoint as checkpoint_module
+    from visformer.checkpoint import list_checkpoints
+    from visformer.jobs import JobRegistry
+
+    def crash(path: Path, data: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(checkpoint_module, "_write_json", crash)
+    job = JobRegistry().start("a", _spec("crashy", steps=4), _hosted(), tmp_path)
+    assert job.join(timeout=120)
+    progress = job.progress()
+    assert progress.state == "failed" and "disk full" in progress.message and progress.checkpoint is None
+    assert list_checkpoints(tmp_path) == [] and [p.name for p in tmp_path.iterdir()] == []
+
+
+# ---------------------------------------------------------------------------------------------
+# The app in hosted mode (AppTest): the picker lists only this session's models; odd input is cleaned
+# ---------------------------------------------------------------------------------------------
+
+
+def test_app_lists_only_this_sessions_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    from tests.test_bad_checkpoints import tiny_checkpoint
+
+    shipped, users = tmp_path / "shipped", tmp_path / "users"
+    tiny_checkpoint(shipped / "toy-copy")
+    limits = HostedLimits.hosted()
+    tiny_checkpoint(user_checkpoint_root(users, "mine", limits) / "my-run")
+    tiny_checkpoint(user_checkpoint_root(users, "theirs", limits) / "their-run")
+    tiny_checkpoint(users / "shared-run")  # what local mode would list for everybody
+    monkeypatch.setenv("VISFORMER_HOSTED", "1")
+    monkeypatch.setenv("VISFORMER_CHECKPOINTS", str(shipped))
+    monkeypatch.setenv("VISFORMER_USER_CHECKPOINTS", str(users))
+    app = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=120)
+    app.session_state["_train_owner"] = "mine"
+    app.query_params["checkpoint"] = "yours/their-run"  # a link to someone else's model
+    app.query_params["sentence"] = "a\x07 b  <b>c</b> " + "d " * 80
+    app.run()
+    assert not app.exception
+    assert list(app.sidebar.selectbox[0].options) == ["toy-copy", "my-run (yours)"]
+    assert app.session_state["checkpoint"] == "toy-copy"  # the link fell back to the shipped model
+    notes = " ".join(i.value for i in app.info)
+    assert "cut to the first" in notes and "at most 31 tokens" in notes
+    importer = next(b for b in app.sidebar.button if b.label == "Import")
+    assert importer.disabled  # nothing uploaded yet
+    heading = next(m.value for m in app.markdown if m.value.startswith("#### →"))
+    assert "<" not in heading.replace("\\<", "")  # output shown as text, never as HTML

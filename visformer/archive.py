@@ -1,0 +1,200 @@
+"""Checkpoints as .zip files: a safe import of an uploaded archive, and an export for download.
+
+Import never trusts the archive: member names are checked (no '..', absolute paths, backslashes,
+links or unexpected files), the number of files and the total uncompressed size are capped (zip
+bombs), bytes are counted while extracting, the model's size is checked from config.json before any
+weights are allocated, and the extracted folder must load with `load_checkpoint` (JSON and
+safetensors only: nothing is unpickled) before `checkpoint.atomic_folder` renames it into place.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import stat
+import zipfile
+from pathlib import Path, PurePosixPath
+
+from .checkpoint import (
+    CONFIG_FILE,
+    METRICS_FILE,
+    SHARED_TOKENIZER,
+    SNAPSHOTS_FILE,
+    SNAPSHOTS_INDEX,
+    SRC_TOKENIZER,
+    TGT_TOKENIZER,
+    WEIGHTS_FILE,
+    CheckpointError,
+    atomic_folder,
+    load_checkpoint,
+    safe_checkpoint_dir,
+)
+from .config import ModelConfig
+from .hosting import HostedLimits
+from .tokenizer import SENTENCEPIECE_FILE, SYMBOL_FILE
+from .validation import InputError, count_parameters
+
+TOKENIZER_FILES = (SENTENCEPIECE_FILE, SYMBOL_FILE)
+ALLOWED_FILES = frozenset(
+    {CONFIG_FILE, WEIGHTS_FILE, METRICS_FILE, SNAPSHOTS_FILE, SNAPSHOTS_INDEX}
+    | {
+        f"{folder}/{name}"
+        for folder in (SHARED_TOKENIZER, SRC_TOKENIZER, TGT_TOKENIZER)
+        for name in TOKENIZER_FILES
+    }
+)
+_CHUNK = 1 << 16
+
+
+class ArchiveError(InputError):
+    """An uploaded archive is refused; the message says why."""
+
+
+def _member_path(info: zipfile.ZipInfo) -> PurePosixPath:
+    """The member's relative path, or ArchiveError for absolute, parent-escaping or link members."""
+    name = info.filename
+    mode = info.external_attr >> 16
+    if stat.S_ISLNK(mode):
+        raise ArchiveError(f"the archive holds a link ({name}); links are not allowed")
+    if "\\" in name or name.startswith("/") or (len(name) > 1 and name[1] == ":") or "\x00" in name:
+        raise ArchiveError(f"the archive holds an absolute or odd path ({name!r})")
+    path = PurePosixPath(name)
+    if any(part in ("..", "") for part in path.parts) or path.is_absolute():
+        raise ArchiveError(f"the archive holds a path that leaves its folder ({name!r})")
+    if info.flag_bits & 0x1:
+        raise ArchiveError(f"{name} is encrypted; upload an archive without a password")
+    return path
+
+
+def _ignorable(path: PurePosixPath) -> bool:
+    """Files that archivers add on their own (macOS resource forks, Finder and Windows metadata)."""
+    return path.parts[0] == "__MACOSX" or path.name in (".DS_Store", "Thumbs.db", "desktop.ini")
+
+
+def _plan(archive: zipfile.ZipFile, limits: HostedLimits) -> dict[str, zipfile.ZipInfo]:
+    """Checkpoint-relative name -> member for every file, after all the safety checks."""
+    if len(archive.infolist()) > limits.max_archive_files * 2:
+        raise ArchiveError(f"the archive holds {len(archive.infolist())} entries; a checkpoint has far fewer")
+    paths = {info.filename: _member_path(info) for info in archive.infolist()}
+    files = [
+        info for info in archive.infolist() if not info.is_dir() and not _ignorable(paths[info.filename])
+    ]
+    if not files:
+        raise ArchiveError("the archive is empty")
+    if len(files) > limits.max_archive_files:
+        raise ArchiveError(
+            f"the archive holds {len(files)} files; at most {limits.max_archive_files} are allowed"
+        )
+    tops = {p.parts[0] for info, p in ((i, paths[i.filename]) for i in files) if len(p.parts) > 1}
+    prefix = 0
+    if CONFIG_FILE not in {str(paths[i.filename]) for i in files} and len(tops) == 1:
+        prefix = 1  # everything sits in one top folder, e.g. my-run/config.json
+    plan: dict[str, zipfile.ZipInfo] = {}
+    for info in files:
+        rel = "/".join(paths[info.filename].parts[prefix:])
+        if rel not in ALLOWED_FILES:
+            raise ArchiveError(
+                f"unexpected file in the archive: {info.filename} (a checkpoint holds only "
+                f"{', '.join(sorted(ALLOWED_FILES))})"
+            )
+        if rel in plan:
+            raise ArchiveError(f"the archive holds {rel} twice")
+        plan[rel] = info
+    if CONFIG_FILE not in plan or WEIGHTS_FILE not in plan:
+        raise ArchiveError(
+            f"the archive is not a visformer checkpoint: it lacks {CONFIG_FILE} or {WEIGHTS_FILE}"
+        )
+    total = sum(info.file_size for info in plan.values())
+    if total > limits.max_archive_bytes:
+        raise ArchiveError(
+            f"the archive unpacks to {total:,} bytes; at most {limits.max_archive_bytes:,} are allowed"
+        )
+    return plan
+
+
+def _extract(
+    archive: zipfile.ZipFile, plan: dict[str, zipfile.ZipInfo], folder: Path, limits: HostedLimits
+) -> None:
+    """Write the planned members below folder, counting real bytes (sizes in the header may lie)."""
+    budget = limits.max_archive_bytes
+    for rel, info in plan.items():
+        target = folder.joinpath(*rel.split("/"))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        written = 0
+        with archive.open(info) as src, open(target, "xb") as dst:
+            while chunk := src.read(_CHUNK):
+                written += len(chunk)
+                budget -= len(chunk)
+                if written > info.file_size or budget < 0:
+                    raise ArchiveError(f"{info.filename} unpacks to more bytes than the archive declares")
+                dst.write(chunk)
+
+
+def _check_model_size(folder: Path, limits: HostedLimits) -> None:
+    """Refuse a config whose model is over the limit before load_checkpoint allocates it."""
+    try:
+        config = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+        model_config = ModelConfig.from_dict(dict(config["model"]))
+        n = count_parameters(model_config)
+    except (ValueError, TypeError, KeyError, AttributeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(
+            f"the archive's {CONFIG_FILE} is not a valid checkpoint config ({exc})"
+        ) from exc
+    if n > limits.max_checkpoint_params:
+        raise ArchiveError(
+            f"the model has {n:,} parameters; checkpoints here may have at most "
+            f"{limits.max_checkpoint_params:,}"
+        )
+
+
+def import_checkpoint_zip(
+    data: bytes,
+    root: str | os.PathLike,
+    name: str,
+    limits: HostedLimits | None = None,
+    *,
+    overwrite: bool = False,
+) -> Path:
+    """Unpack an uploaded checkpoint .zip into root/name after checking and loading it; returns the folder."""
+    limits = limits or HostedLimits.local()
+    if len(data) > limits.max_archive_bytes:
+        raise ArchiveError(
+            f"the archive is {len(data):,} bytes; checkpoint archives may be at most {limits.max_archive_bytes:,}"
+        )
+    try:
+        target = safe_checkpoint_dir(root, name)
+    except ValueError as exc:
+        raise InputError(str(exc)) from exc
+    if target.exists() and not overwrite:
+        raise InputError(f"a checkpoint named {name!r} exists already; choose another name")
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError) as exc:
+        raise ArchiveError(f"the upload is not a readable .zip archive ({exc})") from exc
+    with archive, atomic_folder(target) as tmp:  # on any error below, target stays as it was
+        plan = _plan(archive, limits)
+        try:
+            _extract(archive, plan, tmp, limits)
+        except (zipfile.BadZipFile, EOFError, OSError, NotImplementedError, RuntimeError) as exc:
+            raise ArchiveError(f"the archive is damaged ({exc})") from exc
+        _check_model_size(tmp, limits)
+        load_checkpoint(tmp)  # raises CheckpointError for anything damaged, foreign or mismatched
+    return target
+
+
+def export_checkpoint_zip(folder: str | os.PathLike) -> bytes:
+    """A .zip of a checkpoint folder (its known files only, under a top folder named like it)."""
+    folder = Path(folder)
+    if not (folder / CONFIG_FILE).is_file():
+        raise CheckpointError(f"no checkpoint folder at {folder}")
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for rel in sorted(ALLOWED_FILES):
+            path = folder.joinpath(*rel.split("/"))
+            if path.is_file() and not path.is_symlink():
+                info = zipfile.ZipInfo(f"{folder.name}/{rel}", date_time=(2020, 1, 1, 0, 0, 0))
+                info.compress_type = zipfile.ZIP_DEFLATED
+                info.external_attr = 0o644 << 16
+                archive.writestr(info, path.read_bytes())
+    return buffer.getvalue()

@@ -1,0 +1,348 @@
+"""Input from students, checked before it reaches the model: a clear message instead of a traceback.
+
+Every refusal is an `InputError` (a ValueError) whose message a student can act on. Fixable input
+(control characters, a sentence that is too long) is repaired and the repair is described in
+`Cleaned.notes`, so the page can say what happened.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tempfile
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .checkpoint import safe_checkpoint_dir
+from .config import ModelConfig
+from .data import Pair, read_parallel, read_tsv
+from .hosting import HostedLimits
+from .training import TrainConfig
+
+# bidirectional overrides/isolates can make text display differently from what it is ("Trojan source")
+_BIDI_CONTROLS = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_SPACE = re.compile(r"\s+")
+_NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&])")
+
+
+class InputError(ValueError):
+    """Input the app refuses; the message says what is wrong and what to do instead."""
+
+
+@dataclass(frozen=True)
+class Cleaned:
+    """Text after cleaning, and what was changed (empty notes = nothing)."""
+
+    text: str
+    notes: tuple[str, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        """Whether anything was removed or cut."""
+        return bool(self.notes)
+
+
+def _mb(n: int) -> str:
+    """Bytes as a short human string."""
+    return (
+        f"{n / 1024 / 1024:.1f} MB"
+        if n >= 1024 * 1024
+        else f"{n / 1024:.0f} KB"
+        if n >= 1024
+        else f"{n} bytes"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Sentences
+# ---------------------------------------------------------------------------------------------
+
+
+def strip_controls(text: str) -> tuple[str, int]:
+    """Text without control, surrogate and bidi-override characters (tabs/newlines become spaces)."""
+    out, removed = [], 0
+    for ch in text:
+        category = unicodedata.category(ch)
+        if ch in "\t\n\r\v\f\x85\u2028\u2029":
+            out.append(" ")
+        elif category in ("Cc", "Cs") or ch in _BIDI_CONTROLS:
+            removed += 1
+        else:
+            out.append(ch)  # letters of any script, emoji (with their joiners) and marks stay
+    return "".join(out), removed
+
+
+def _cut_at_word(text: str, limit: int) -> str:
+    """The longest prefix of at most `limit` characters that ends at a word boundary when possible."""
+    cut = text[:limit]
+    if len(text) > limit and " " in cut and not text[limit].isspace():
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip()
+
+
+def clean_sentence(text: Any, limits: HostedLimits | None = None) -> Cleaned:
+    """A sentence ready to translate: controls removed, spaces collapsed, cut to the length limit."""
+    limits = limits or HostedLimits.local()
+    if text is None:
+        text = ""
+    if not isinstance(text, str):
+        raise InputError(f"a sentence must be text, got {type(text).__name__}")
+    notes = []
+    text, removed = strip_controls(unicodedata.normalize("NFC", text))
+    if removed:
+        notes.append(f"removed {removed} invisible control character(s)")
+    text = _SPACE.sub(" ", text).strip()
+    if not text:
+        raise InputError("there is nothing to translate: type a sentence first")
+    long_words = [w for w in text.split(" ") if len(w) > limits.max_word_chars]
+    if long_words:
+        word = long_words[0]
+        raise InputError(
+            f"the word '{word[:20]}…' has {len(word)} characters; words here may have at most "
+            f"{limits.max_word_chars}. Is a space missing?"
+        )
+    if len(text) > limits.max_sentence_chars:
+        notes.append(f"cut to the first {limits.max_sentence_chars} characters (the limit here)")
+        text = _cut_at_word(text, limits.max_sentence_chars)
+    return Cleaned(text, tuple(notes))
+
+
+def fit_to_model(text: str, tokenizer: Any, max_len: int, limits: HostedLimits | None = None) -> Cleaned:
+    """Cut a cleaned sentence to whole words whose tokens (+ eos) fit the model and the token limit."""
+    limits = limits or HostedLimits.local()
+    room = max_len - 1  # one position for eos
+    if limits.max_sentence_tokens is not None:
+        room = min(room, limits.max_sentence_tokens)
+    if len(tokenizer.encode(text)) <= room:
+        return Cleaned(text)
+    words = text.split(" ")
+    lo, hi = 0, len(words)  # binary search: the most words whose tokens fit
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if len(tokenizer.encode(" ".join(words[:mid]))) <= room:
+            lo = mid
+        else:
+            hi = mid - 1
+    if lo == 0:
+        raise InputError(f"the first word alone needs more than {room} tokens, the most this model reads")
+    note = f"cut to the first {lo} of {len(words)} words: the model reads at most {room} tokens"
+    return Cleaned(" ".join(words[:lo]), (note,))
+
+
+def escape_markdown(text: str) -> str:
+    """User text made literal for st.markdown: markdown, HTML and LaTeX characters are backslash-escaped."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding parameters (visformer.decoding refuses temperature <= 0, bad top-p, beam < 1 itself)
+# ---------------------------------------------------------------------------------------------
+
+
+def check_decoding_params(
+    strategy: str, params: Mapping[str, Any], limits: HostedLimits | None = None
+) -> dict[str, Any]:
+    """Parameters for `strategy` checked against its declared ranges; numbers coerced to int/float."""
+    from .decoding import get_strategy
+
+    limits = limits or HostedLimits.local()
+    try:
+        chosen = get_strategy(strategy)
+    except ValueError as exc:
+        raise InputError(str(exc)) from exc
+    declared = {p.name: p for p in chosen.params}
+    out: dict[str, Any] = {}
+    for name, raw in params.items():
+        if name == "max_len":
+            out[name] = None if raw is None else _whole(name, raw, 1, None)
+            continue
+        if name not in declared:
+            raise InputError(
+                f"'{name}' is not a setting of {strategy}; it takes {', '.join(declared) or 'none'}"
+            )
+        p = declared[name]
+        low, high = p.low, p.high
+        if strategy == "top-k" and name == "top_k":
+            low = max(low, 1)  # 0 means "off" when sampling, but top-k sampling needs k >= 1
+        if name == "beam_size":
+            high = min(high, limits.max_beam_size)
+        out[name] = _whole(name, raw, int(low), int(high)) if p.is_int else _number(name, raw, low, high)
+    if strategy == "top-k" and "top_k" not in out and declared["top_k"].default < 1:
+        raise InputError("top-k sampling needs k of at least 1")
+    return out
+
+
+def _number(name: str, raw: Any, low: float, high: float) -> float:
+    """A finite float in [low, high] or InputError naming the range."""
+    try:
+        value = float(raw)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{name} must be a number, got {raw!r}") from exc
+    if not math.isfinite(value) or not low <= value <= high:
+        hint = (
+            " (temperature 0 means 'always the most likely token': use greedy)"
+            if name == "temperature"
+            else ""
+        )
+        raise InputError(f"{name} must be between {low:g} and {high:g}, got {raw!r}{hint}")
+    return value
+
+
+def _whole(name: str, raw: Any, low: int, high: int | None) -> int:
+    """An integer in [low, high] (no upper bound when high is None) or InputError naming the range."""
+    value = _number(name, raw, low, math.inf if high is None else high)
+    if not float(value).is_integer():
+        raise InputError(f"{name} must be a whole number, got {raw!r}")
+    return int(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Uploaded corpora
+# ---------------------------------------------------------------------------------------------
+
+
+def decode_upload(data: bytes, name: str, limits: HostedLimits | None = None) -> str:
+    """UTF-8 text of an uploaded file, or InputError for empty, oversized, binary or non-UTF-8 files."""
+    limits = limits or HostedLimits.local()
+    if len(data) > limits.max_upload_bytes:
+        raise InputError(f"{name} is {_mb(len(data))}; uploads may be at most {_mb(limits.max_upload_bytes)}")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InputError(f"{name} is not UTF-8 text (bad byte at line {line}); re-save it as UTF-8") from exc
+    if "\x00" in text:
+        raise InputError(f"{name} contains NUL bytes: it looks like a binary file, not text")
+    if not text.strip():
+        raise InputError(f"{name} is empty")
+    lines = text.count("\n") + (not text.endswith("\n"))
+    if lines > limits.max_upload_lines:
+        raise InputError(
+            f"{name} has {lines} lines; uploads may have at most {limits.max_upload_lines} lines"
+        )
+    return text
+
+
+def _parse_as_files(texts: dict[str, str], parse: Any) -> list[Pair]:
+    """Run a data.py reader on texts written to temporary files; its messages name the uploads."""
+    with tempfile.TemporaryDirectory(prefix="visformer-upload-") as tmp:
+        paths = {}
+        for i, (name, text) in enumerate(texts.items()):
+            paths[name] = Path(tmp) / f"upload{i}.txt"
+            paths[name].write_text(text, encoding="utf-8")
+        try:
+            return parse(*paths.values())
+        except ValueError as exc:
+            message = str(exc)
+            for name, path in paths.items():
+                message = message.replace(str(path), name)
+            raise InputError(message) from exc
+
+
+def _usable(pairs: list[Pair], what: str) -> list[Pair]:
+    """Pairs with text on both sides; InputError when none are left."""
+    kept = [p for p in pairs if p.src and p.tgt]
+    if not kept:
+        raise InputError(f"{what} holds no sentence pairs with text on both sides")
+    return kept
+
+
+def parse_uploaded_parallel(
+    src_bytes: bytes,
+    tgt_bytes: bytes,
+    limits: HostedLimits | None = None,
+    src_name: str = "the source file",
+    tgt_name: str = "the target file",
+) -> list[Pair]:
+    """Pairs from two uploaded line-aligned files (blank pairs dropped), with clear refusals."""
+    if src_name == tgt_name:
+        src_name, tgt_name = f"{src_name} (source)", f"{tgt_name} (target)"
+    texts = {
+        src_name: decode_upload(src_bytes, src_name, limits),
+        tgt_name: decode_upload(tgt_bytes, tgt_name, limits),
+    }
+    return _usable(_parse_as_files(texts, read_parallel), "the uploaded files")
+
+
+def parse_uploaded_tsv(
+    data: bytes, limits: HostedLimits | None = None, name: str = "the TSV file"
+) -> list[Pair]:
+    """Pairs from an uploaded tab-separated file (source<TAB>target per line), with clear refusals."""
+    texts = {name: decode_upload(data, name, limits)}
+    return _usable(_parse_as_files(texts, read_tsv), name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Checkpoint names, model sizes and training bounds
+# ---------------------------------------------------------------------------------------------
+
+
+def checkpoint_name(raw: str) -> str:
+    """A safe folder name from what a student typed: 'My run #2' -> 'My-run-2'."""
+    name = _NAME_CHARS.sub("-", unicodedata.normalize("NFKD", str(raw)).encode("ascii", "ignore").decode())
+    name = re.sub(r"\.{2,}", ".", name).strip(".-_")[:100].rstrip(".-_")
+    if not name:
+        raise InputError("give the checkpoint a name with letters or digits (for example 'copy-task-1')")
+    return name
+
+
+def checkpoint_path(root: str | Path, raw: str) -> Path:
+    """root/<sanitised name>, guaranteed to stay directly inside root."""
+    try:
+        return safe_checkpoint_dir(root, checkpoint_name(raw))
+    except InputError:
+        raise
+    except ValueError as exc:
+        raise InputError(str(exc)) from exc
+
+
+def count_parameters(config: ModelConfig) -> int:
+    """Parameters a model of this config would have, counted without allocating its weights."""
+    from .model import Transformer
+
+    with torch.device("meta"):
+        return Transformer(config).num_parameters()
+
+
+def check_model_config(config: ModelConfig, limits: HostedLimits | None = None) -> int:
+    """InputError when a model to be trained is larger than the limits allow; else its parameter count."""
+    limits = limits or HostedLimits.local()
+    bounds = {
+        "d_model": (config.d_model, limits.max_d_model),
+        "encoder layers": (config.n_encoder_layers, limits.max_layers),
+        "decoder layers": (config.n_decoder_layers, limits.max_layers),
+        "heads": (config.n_heads, limits.max_heads),
+        "d_ff": (config.d_ff, limits.max_d_ff),
+        "source vocabulary": (config.src_vocab_size, limits.max_vocab_size),
+        "target vocabulary": (config.tgt_vocab_size, limits.max_vocab_size),
+        "max_len": (config.max_len, limits.max_len),
+    }
+    for what, (value, bound) in bounds.items():
+        if value > bound:
+            raise InputError(
+                f"{what} {value} is above the limit of {bound} on this server; choose a smaller model"
+            )
+    n = count_parameters(config)
+    if n > limits.max_params:
+        raise InputError(f"this model has {n:,} parameters; the limit here is {limits.max_params:,}")
+    return n
+
+
+def bounded_train_config(config: TrainConfig, limits: HostedLimits | None = None) -> TrainConfig:
+    """A TrainConfig within the limits: steps refused above the cap, time limit and threads imposed."""
+    limits = limits or HostedLimits.local()
+    if config.steps > limits.max_steps:
+        raise InputError(f"{config.steps} steps is above the limit of {limits.max_steps} on this server")
+    time_limit = config.time_limit_s
+    if limits.max_wall_time_s is not None:
+        time_limit = min(time_limit or math.inf, limits.max_wall_time_s)
+    threads = config.threads
+    if limits.train_threads is not None:
+        threads = min(threads or limits.train_threads, limits.train_threads)
+    return replace(config, time_limit_s=time_limit, threads=threads)
