@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,10 @@ def _worker(rank: int, world_size: int, port: int, out: str) -> None:
 
 
 @pytest.mark.slow
-def test_two_cpu_ranks_end_with_identical_weights(tmp_path: Path) -> None:
+def test_two_cpu_ranks_end_with_identical_weights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # spawn re-imports the parent's __main__ in each rank; after an AppTest ran app.py in this process that
+    # would be the app, so give the ranks a neutral __main__
+    monkeypatch.setitem(sys.modules, "__main__", types.ModuleType("__main__"))
     mp.spawn(_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True)
     a, b = load_file(str(tmp_path / "rank0.safetensors")), load_file(str(tmp_path / "rank1.safetensors"))
     first0, first1 = a.pop("first_batch"), b.pop("first_batch")
