@@ -15,8 +15,9 @@ from visformer.decoding import STRATEGIES, get_strategy, translate
 from visformer.hosting import HostedLimits
 from visformer.validation import check_decoding_params, escape_markdown
 
-DEFAULT_STRATEGIES = ["greedy", "beam", "temperature", "top-k", "top-p"]
-SAMPLERS = ["temperature", "top-k", "top-p", "sample"]
+KEYS = ["sentence", *sup.DECODING_PARAMS]  # the view a link restores
+TABS = sup.DECODING_TABS
+SAMPLERS = list(sup.SAMPLERS)
 STEP_NOTES = {
     "greedy": "Greedy keeps exactly one token: the most probable.",
     "beam": "Beam search: blue bars are the extensions of this hypothesis that became beams at this step.",
@@ -59,18 +60,13 @@ def samples(
 # ---------------------------------------------------------------------------------------------
 
 
-def param_key(strategy: str, name: str) -> str:
-    """Session-state key of one strategy parameter."""
-    return f"dec_{strategy}_{name}"
-
-
 def param_widgets(strategy: str, limits: HostedLimits) -> None:
     """Inputs for every parameter a strategy exposes (values kept in session state)."""
     chosen = get_strategy(strategy)
     st.markdown(f"**{strategy}**")
     st.caption(chosen.description)
     for p in chosen.params:
-        key = param_key(strategy, p.name)
+        key = sup.decoding_param_key(strategy, p.name)
         low, high = p.low, p.high
         if strategy == "top-k" and p.name == "top_k":
             low = 1
@@ -94,7 +90,7 @@ def params_of(strategy: str, limits: HostedLimits, drop: tuple[str, ...] = ()) -
     """The strategy's parameters from session state (defaults where unset), checked against the limits."""
     chosen = get_strategy(strategy)
     raw = {
-        name: st.session_state.get(param_key(strategy, name), value)
+        name: st.session_state.get(sup.decoding_param_key(strategy, name), value)
         for name, value in chosen.defaults().items()
         if name not in drop
     }
@@ -117,13 +113,15 @@ def comparison_section(views: list[dfig.StrategyView], reference: str) -> None:
 
 def step_section(views: list[dfig.StrategyView]) -> None:
     """For one strategy and step: candidates before and after the filters, the kept set, the choice."""
-    labels = [v.label for v in views]
+    names = [v.strategy for v in views]
+    labels = {v.strategy: v.label for v in views}
     state = st.session_state
-    if state.get("dec_step_strategy") not in labels:
-        state["dec_step_strategy"] = labels[0]
+    if state.get("dec_step_strategy") not in names:
+        state["dec_step_strategy"] = names[0]
     left, right = st.columns([1, 2])
-    label = left.selectbox("Strategy", labels, key="dec_step_strategy")
-    view = views[labels.index(label)]
+    name = left.selectbox("Strategy", names, key="dec_step_strategy", persist_state=common.PERSIST,
+                          format_func=labels.get)  # fmt: skip
+    view = views[names.index(name)]
     with right:
         step = common.index_slider("Output step", len(view.steps), "dec_step")
     st.markdown("Output: " + common.pieces_markdown(view.pieces, highlight=step))
@@ -214,15 +212,14 @@ def main() -> None:
         sentence = common.fitted_sentence(ck, state.get("sentence", ""))
     except ValueError as exc:
         st.error(str(exc))
-        common.sync_url(["sentence"])
+        common.sync_url(KEYS)
         return
 
-    state.setdefault("dec_strategies", DEFAULT_STRATEGIES)
     selected = st.multiselect("Strategies", list(STRATEGIES), key="dec_strategies", persist_state=common.PERSIST,
                               help="Each is run on the same sentence with its own parameters.")  # fmt: skip
     if not selected:
         st.info("Choose at least one strategy.")
-        common.sync_url(["sentence"])
+        common.sync_url(KEYS)
         return
     with st.expander("Parameters", expanded=False, icon=":material/tune:"):
         for column, strategy in zip(st.columns(len(selected)), selected, strict=True):
@@ -237,15 +234,19 @@ def main() -> None:
             st.error(f"{strategy}: {exc}")
     if views:
         comparison_section(views, reference)
-    tabs = st.tabs(["Step by step", "Beam search tree", "Samples"])
-    with tabs[0]:
-        if views:
+    if state.get("dec_tab") not in TABS:
+        state["dec_tab"] = TABS[0]
+    tabs = dict(zip(TABS, st.tabs(TABS, key="dec_tab", on_change="rerun"), strict=True))
+    with tabs["Step by step"]:
+        if tabs["Step by step"].open and views:
             step_section(views)
-    with tabs[1]:
-        beam_section(key, sentence, limits)
-    with tabs[2]:
-        samples_section(key, sentence, selected, limits)
-    common.sync_url(["sentence"])
+    with tabs["Beam search tree"]:
+        if tabs["Beam search tree"].open:
+            beam_section(key, sentence, limits)
+    with tabs["Samples"]:
+        if tabs["Samples"].open:
+            samples_section(key, sentence, selected, limits)
+    common.sync_url(KEYS)
 
 
 main()

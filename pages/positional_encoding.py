@@ -99,22 +99,22 @@ st.latex(
     r"M_{k} = \begin{pmatrix} \cos k\omega_i & \sin k\omega_i \\ -\sin k\omega_i & \cos k\omega_i "
     r"\end{pmatrix}, \qquad \omega_i = 10000^{-2i/d_{model}}"
 )
-c1, c2, c3 = st.columns(3)
-with c1:
-    st.latex(
-        rf"\omega_{{{pair}}} = {omega:.5g}, \qquad M_{{{k}}}^{{(i={pair})}} = "
-        + matrix_latex(check.matrices[pair])
-    )
-    st.metric(
-        f"max |M_k·PE({position}) − PE({position}+{k})| over all {d_model} dimensions",
-        f"{check.max_error:.1e}",
-        help="Floating-point rounding only: the identity is exact.",
-    )
-with c2:
+st.latex(  # full width, on two lines: KaTeX clips on the right in a narrow column
+    rf"\begin{{aligned}} \omega_{{{pair}}} &= {omega:.5g} \\ M_{{{k}}}^{{(i={pair})}} &= "
+    + matrix_latex(check.matrices[pair])
+    + r"\end{aligned}"
+)
+st.metric(
+    f"max |M_k·PE({position}) − PE({position}+{k})| over all {d_model} dimensions",
+    f"{check.max_error:.1e}",
+    help="Floating-point rounding only: the identity is exact.",
+)
+left, right = st.columns(2)
+with left:
     sl = slice(2 * pair, 2 * pair + 2)
     before = an.pe_matrix(position + 1, d_model)[position][sl]
     common.chart(fg.rotation_figure(before, check.target[sl], check.rotated[sl], pair, k), "pe-rotation")
-with c3:
+with right:
     ks, dots = an.pe_dot_products(position, 100, d_model)
     common.chart(fg.dot_product_figure(ks, dots, position), "pe-dot-products")
 

@@ -10,7 +10,7 @@ from visformer import analysis as an
 from visformer import app_support as sup
 from visformer import training_figures as tfig
 
-KEYS = ["view", "layer", "head"]
+KEYS = ["tl_probe", "view", "layer", "head", "tl_average", "tl_step"]  # the view a link restores
 PLAY_SECONDS = 1.2  # one snapshot per tick while playing
 
 # ---------------------------------------------------------------------------------------------
@@ -82,7 +82,7 @@ def _advance() -> None:
 def replay(key: tuple, steps: list[int], probe: int, kind: str, layer: int, head: int | None) -> None:
     """The step slider and the figures; re-run on its own every tick while playing."""
     _advance()
-    step = st.select_slider("Training step", steps, key="tl_step",
+    step = st.select_slider("Training step", steps, key="tl_step", persist_state=common.PERSIST,
                             help="Snapshots were taken at these steps (log-spaced: early training changes fastest).")  # fmt: skip
     index = steps.index(step)
     common.chart(
@@ -92,6 +92,7 @@ def replay(key: tuple, steps: list[int], probe: int, kind: str, layer: int, head
     if strip is not None:
         st.caption("The same map at every snapshot (the framed one is shown above):")
         common.chart(strip, "attention-timeline-strip", key="tl-strip")
+    common.sync_url(KEYS)  # the step changes inside this fragment, without a full rerun
 
 
 def main() -> None:
@@ -105,6 +106,7 @@ def main() -> None:
     )
     loaded = common.current_checkpoint()
     if loaded is None:
+        common.sync_url(KEYS)
         return
     choice, ck = loaded
     if not ck.snapshots:
@@ -113,6 +115,7 @@ def main() -> None:
             "train one there, or pick another checkpoint in the sidebar."
         )
         st.page_link("pages/train.py", label="Go to the Train page", icon=":material/model_training:")
+        common.sync_url(KEYS)
         return
     key = (str(choice.path), sup.checkpoint_stamp(choice.path))
     steps = [s.step for s in ck.snapshots]
@@ -122,22 +125,20 @@ def main() -> None:
     probes = ck.snapshots[0].probes
     state["tl_probe"] = sup.clamp(state.get("tl_probe", 0), 0, len(probes) - 1)
     c1, c2 = st.columns([2, 1])
-    probe = c1.selectbox(
-        "Probe sentence", range(len(probes)), key="tl_probe", format_func=lambda i: probes[i]
-    )
+    probe = c1.selectbox("Probe sentence", range(len(probes)), key="tl_probe", persist_state=common.PERSIST,
+                         format_func=lambda i: probes[i])  # fmt: skip
     kind = c2.radio("Attention", an.KINDS, key="view", persist_state=common.PERSIST, horizontal=True,
                     format_func=an.KIND_TITLES.get)  # fmt: skip
     sizes = common.checkpoint_sizes(ck)
     c1, c2, c3, c4 = st.columns([2, 2, 1, 1])
     layer = common.index_slider("Layer", sizes[kind], "layer", c1)
     head = common.index_slider("Head", ck.model_config.n_heads, "head", c2)
-    average = c3.toggle("Average heads", key="tl_average")
+    average = c3.toggle("Average heads", key="tl_average", persist_state=common.PERSIST)
     c4.toggle("▶ Play", key="tl_play", help="Step through the snapshots on its own.")
     playing = bool(state.get("tl_play"))
     st.fragment(replay, run_every=PLAY_SECONDS if playing else None)(
         key, steps, probe, kind, layer, None if average else head
     )
-    common.sync_url(KEYS)
 
 
 main()

@@ -13,7 +13,7 @@ from visformer import jobs
 from visformer import training_figures as tfig
 from visformer.data import Pair
 from visformer.download import DATA_ENV, SHARED_DATA
-from visformer.hosting import BusyError, HostedLimits, user_checkpoint_root
+from visformer.hosting import BusyError, HostedLimits
 from visformer.tasks import TASKS
 from visformer.training import TrainConfig
 from visformer.validation import checkpoint_name, parse_uploaded_parallel, parse_uploaded_tsv
@@ -328,7 +328,7 @@ def main() -> None:
     for name, value in DEFAULTS.items():
         state.setdefault(name, value)
     limits = common.limits()
-    root = user_checkpoint_root(sup.checkpoint_roots()[1], common.session_id(), limits)
+    root = common.user_root()
     st.title("Train")
     st.markdown(
         "Train a small Transformer with the paper's recipe (Adam, the Noam schedule, label smoothing). "

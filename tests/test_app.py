@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 from visformer import app_support as sup
 from visformer.checkpoint import save_checkpoint
 from visformer.config import ModelConfig
+from visformer.decoding import STRATEGIES
 from visformer.model import Transformer
 from visformer.tasks import task_tokenizer
 
@@ -321,15 +322,23 @@ def test_pe_page_renders_and_every_slider_changes_a_chart(env) -> None:
     assert any("M_{9}^{(i=3)}" in latex.value for latex in at.latex)
 
 
-def test_pe_page_url_restores_sliders(env) -> None:
+def test_pe_page_url_restores_sliders_and_charts(env) -> None:
     at = run_app(PE, pe_d="16", pe_len="40", pe_pair="2", pe_pos="12", pe_k="3")
-    assert [at.slider(key=k).value for k in ("pe_d", "pe_len", "pe_pair", "pe_pos", "pe_k")] == [
-        16,
-        40,
-        2,
-        12,
-        3,
-    ]
+    values = [at.slider(key=k).value for k in ("pe_d", "pe_len", "pe_pair", "pe_pos", "pe_k")]
+    assert values == [16, 40, 2, 12, 3]
+    heatmap = chart_by_title(at, "Positional encoding, d_model = 16, 40 positions")
+    assert array(heatmap["data"][0]["z"]).shape == (40, 16)
+    assert chart_by_title(at, "Pair i = 2: dimensions 4 and 5")
+    assert chart_by_title(at, "PE(12)")
+    assert chart_by_title(at, "Pair i = 2: a rotation")
+    assert any("M_{3}^{(i=2)}" in latex.value for latex in at.latex)
+    assert not [latex for column in at.columns for latex in column.latex]  # full width: a column clipped it
+    assert dict(at.query_params) == {
+        "checkpoint": "tiny-reverse", "pe_d": "16", "pe_len": "40", "pe_pair": "2", "pe_pos": "12", "pe_k": "3"
+    }  # fmt: skip
+    at = run_app(PE, pe_d="16", pe_pair="500", pe_pos="x", pe_k="0")
+    assert at.slider(key="pe_pair").value == 7  # clipped to the last pair of d_model = 16
+    assert at.slider(key="pe_pos").value == 10 and at.slider(key="pe_k").value == 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -356,6 +365,32 @@ def test_url_params_leave_defaults_out() -> None:
         "checkpoint": "m",
         "layer": "3",
         "ablate": "e0.1",
+    }
+
+
+def test_decoding_and_timeline_parameters_are_validated() -> None:
+    good = sup.parse_view(
+        {"dec_strategies": "top-p,beam,top-p", "dec_beam_alpha": "1.3", "dec_beam_beam_size": "99",
+         "tl_average": "1", "tl_step": "12", "dec_tab": "Samples"}
+    )  # fmt: skip
+    assert good["dec_strategies"] == ("top-p", "beam")  # order kept, repeats dropped
+    assert (
+        good["dec_beam_alpha"] == 1.3 and good["dec_beam_beam_size"] == 16
+    )  # clipped to the strategy's range
+    assert good["tl_average"] is True and good["tl_step"] == 12 and good["dec_tab"] == "Samples"
+    bad = sup.parse_view(
+        {"dec_strategies": "beam,nope", "dec_beam_alpha": "nan", "dec_top-p_top_p": "inf", "tl_average": "maybe",
+         "dec_tab": "Beam", "dec_seed": "1.5", "dec_step_strategy": ""}
+    )  # fmt: skip
+    assert bad["dec_strategies"] == sup.DEFAULT_STRATEGIES and bad["dec_beam_alpha"] == 0.6
+    assert bad["dec_top-p_top_p"] == 0.9 and bad["tl_average"] is False and bad["dec_tab"] == "Step by step"
+    assert bad["dec_seed"] == 0 and bad["dec_step_strategy"] == "greedy"
+    every = {sup.decoding_param_key(s.name, p.name) for s in STRATEGIES.values() for p in s.params}
+    assert every <= set(sup.VIEW_PARAMS)  # every strategy parameter can be linked
+    values = {**sup.parse_view({}), "dec_strategies": ["beam", "greedy"], "dec_beam_alpha": 0.1 + 0.2}
+    assert sup.url_params(values, ["dec_strategies", "dec_beam_alpha", "tl_average"]) == {
+        "dec_strategies": "beam,greedy",  # in the order chosen (the comparison table's order)
+        "dec_beam_alpha": "0.3",  # without float noise
     }
 
 

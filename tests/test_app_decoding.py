@@ -6,7 +6,8 @@ import itertools
 
 import pytest
 
-from tests.test_app_timeline import chart_specs, env, open_page, roots  # noqa: F401 (fixtures)
+from tests.test_app_timeline import chart_specs, env, open_link, open_page, roots  # noqa: F401 (fixtures)
+from visformer import app_support as sup
 from visformer.decoding import STRATEGIES
 
 DECODING = "pages/decoding.py"
@@ -35,17 +36,25 @@ def page(roots) -> object:  # noqa: F811
             os.environ[key] = value
 
 
+def open_tab(at, tab: str):
+    """Open one of the page's tabs (only the open one is computed) and rerun."""
+    at.session_state["dec_tab"] = tab
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
 @pytest.mark.parametrize("chosen", COMBINATIONS, ids=["+".join(c) for c in COMBINATIONS])
 def test_every_strategy_combination_renders(page, chosen: list[str]) -> None:
-    at = page
+    at = open_tab(page, "Step by step")
     at.multiselect(key="dec_strategies").set_value(chosen).run()
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]
     table = at.dataframe[0].value
     assert [label.split(" (")[0] for label in table["strategy"]] == chosen
     assert (table["length"] >= 1).all() and (table["log P"] <= 0).all()
-    for label in table["strategy"]:  # the step view of each strategy, at its last step
-        at.selectbox(key="dec_step_strategy").set_value(label).run()
+    for name in chosen:  # the step view of each strategy, at its last step
+        at.selectbox(key="dec_step_strategy").set_value(name).run()
         sliders = [w for w in at.slider if w.key == "dec_step"]  # absent when the output has one token
         if sliders:
             sliders[0].set_value(sliders[0].max).run()
@@ -68,7 +77,7 @@ def test_reference_adds_bleu(page) -> None:
 
 
 def test_samples_show_their_diversity(page) -> None:
-    at = page
+    at = open_tab(page, "Samples")
     at.multiselect(key="dec_strategies").set_value(["greedy", "temperature"]).run()
     at.selectbox(key="dec_sampler").set_value("temperature").run()
     at.slider(key="dec_n").set_value(6).run()
@@ -85,7 +94,7 @@ def test_samples_show_their_diversity(page) -> None:
 
 
 def test_beam_tree_and_parameters(page) -> None:
-    at = page
+    at = open_tab(page, "Beam search tree")
     at.multiselect(key="dec_strategies").set_value(["beam"]).run()
     at.number_input(key="dec_beam_beam_size").set_value(3).run()
     assert not at.exception
@@ -102,3 +111,65 @@ def test_empty_sentence_gets_a_message(page) -> None:
     assert any("nothing to translate" in e.value for e in at.error)
     at.text_input(key="sentence").input("a b c").run()
     assert not at.error
+
+
+def test_url_parameters_restore_the_step_view(env) -> None:  # noqa: F811 (fixture imported above)
+    link = {
+        "checkpoint": "toy-copy", "sentence": "a b c d", "dec_strategies": "top-k,beam", "dec_beam_beam_size": "3",
+        "dec_top-k_top_k": "5", "dec_top-k_seed": "7", "dec_step_strategy": "top-k", "dec_step": "2",
+    }  # fmt: skip
+    at = open_link(DECODING, **link)
+    assert not at.error, [e.value for e in at.error]
+    assert at.text_input(key="sentence").value == "a b c d"
+    assert at.multiselect(key="dec_strategies").value == ["top-k", "beam"]
+    assert (
+        at.number_input(key="dec_beam_beam_size").value == 3
+        and at.number_input(key="dec_top-k_top_k").value == 5
+    )
+    table = at.dataframe[0].value
+    assert list(table["strategy"]) == ["top-k (seed=7, top_k=5)", "beam (alpha=0.6, beam_size=3)"]
+    assert at.selectbox(key="dec_step_strategy").value == "top-k"
+    assert at.slider(key="dec_step").value == 2
+    titles = [spec["layout"]["title"]["text"] for spec in chart_specs(at)]
+    assert any(t.startswith("Output step 2:") for t in titles), titles
+    assert dict(at.query_params) == link  # the page writes back the same link
+
+
+def test_url_parameters_restore_the_beam_and_sample_tabs(env) -> None:  # noqa: F811 (fixture imported above)
+    at = open_link(DECODING, checkpoint="toy-copy", sentence="a b c", dec_strategies="beam",
+                   dec_beam_beam_size="2", dec_tab="Beam search tree")  # fmt: skip
+    assert at.session_state["dec_tab"] == "Beam search tree"
+    tree = [spec for spec in chart_specs(at) if "beam (rank" in str(spec["layout"].get("yaxis", {}))][0]
+    ranks = [y for trace in tree["data"] if trace.get("mode") == "markers+text" for y in trace.get("y", [])]
+    assert max(ranks) <= 1  # two beams
+    at = open_link(DECODING, checkpoint="toy-copy", sentence="a b c", dec_tab="Samples", dec_sampler="top-p",
+                   dec_n="4", dec_seed="5", **{"dec_top-p_top_p": "0.5"})  # fmt: skip
+    assert at.selectbox(key="dec_sampler").value == "top-p"
+    assert at.slider(key="dec_n").value == 4 and at.number_input(key="dec_seed").value == 5
+    assert next(m for m in at.metric if m.label == "Different outputs").value.endswith("/ 4")
+    assert any("top-p (top_p=0.5, seed=5)" in c.value for c in at.caption)
+    assert not any(
+        "chose" in spec["layout"]["title"]["text"] for spec in chart_specs(at)
+    )  # only the open tab runs
+
+
+def test_invalid_decoding_parameters_fall_back(env) -> None:  # noqa: F811 (fixture imported above)
+    at = open_link(DECODING, checkpoint="toy-copy", sentence="a b c", dec_strategies="beam,nope",
+                   dec_beam_beam_size="abc", dec_tab="x", dec_step="-3", dec_step_strategy="top-p",
+                   dec_n="1e9", dec_seed="-1", **{"dec_beam_alpha": "nan", "dec_top-k_top_k": "0", "dec_temperature_temperature": "0.33"})  # fmt: skip
+    assert not at.error, [e.value for e in at.error]
+    assert at.multiselect(key="dec_strategies").value == list(sup.DEFAULT_STRATEGIES)
+    assert (
+        at.number_input(key="dec_beam_beam_size").value == 4 and at.slider(key="dec_beam_alpha").value == 0.6
+    )
+    assert at.number_input(key="dec_top-k_top_k").value == 1  # top-k sampling needs k >= 1
+    assert (
+        at.slider(key="dec_temperature_temperature").value == 0.33
+    )  # off the slider's 0.05 grid, still kept
+    assert at.session_state["dec_tab"] == "Step by step"
+    assert at.selectbox(key="dec_step_strategy").value == "top-p"
+    assert at.slider(key="dec_step").value == 0
+    at.session_state["dec_tab"] = "Samples"
+    at.run()
+    assert not at.exception
+    assert at.slider(key="dec_n").value == 10 and at.number_input(key="dec_seed").value == 0

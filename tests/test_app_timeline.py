@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.test_app import env  # noqa: F401 (fixture: points the app at `roots` below)
+from tests.test_app import env, run_app  # noqa: F401 (env: fixture pointing the app at `roots` below)
 from visformer import jobs
 from visformer.checkpoint import save_checkpoint
 from visformer.config import ModelConfig
@@ -62,6 +62,17 @@ def open_page(page: str, checkpoint: str | None = None) -> AppTest:
         at.selectbox(key="checkpoint").set_value(checkpoint).run()
     at.switch_page(page).run()
     at.run()  # AppTest sends the previous page's widget values on the first run after a switch
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def open_link(page: str, **params: str) -> AppTest:
+    """A link to `page` with these query parameters, in a fresh session; fail on any exception.
+
+    One more run after the page switch, as in open_page (AppTest sends the previous page's widget values first).
+    """
+    at = run_app(page, **params)
+    at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
 
@@ -124,3 +135,31 @@ def test_a_checkpoint_without_snapshots_says_so(env) -> None:  # noqa: F811 (fix
     at = open_page(TIMELINE, "no-snapshots")
     assert any("has no attention snapshots" in i.value for i in at.info)
     assert not at.get("plotly_chart")
+
+
+def test_url_parameters_restore_the_timeline(env) -> None:  # noqa: F811 (fixture imported above)
+    link = dict(checkpoint="toy-copy", tl_probe="1", view="decoder", layer="0", head="1", tl_step="3")
+    at = open_link(TIMELINE, **link)
+    assert at.selectbox(key="tl_probe").value == 1 and at.radio(key="view").value == "decoder"
+    assert at.slider(key="head").value == 1 and at.select_slider(key="tl_step").value == 3
+    spec = chart_specs(at)[0]
+    assert spec["layout"]["title"]["text"] == "Decoder masked self-attention · layer 0 · head 1"
+    assert spec["layout"]["annotations"][0]["text"] == "attention at step 3"
+    probe = at.selectbox(key="tl_probe").format_func(1).split()
+    assert spec["layout"]["xaxis"]["ticktext"] == ["&lt;s&gt;", *probe]  # the second probe's map (copy task)
+    assert dict(at.query_params) == {k: v for k, v in link.items() if k != "layer"}  # layer 0 is the default
+    at.select_slider(key="tl_step").set_value(
+        12
+    ).run()  # the slider lives in a fragment: the URL follows it too
+    assert at.query_params["tl_step"] == "12"
+    at = open_link(TIMELINE, checkpoint="toy-copy", tl_average="1", tl_step="40")
+    assert at.toggle(key="tl_average").value is True
+    assert "average of heads" in chart_specs(at)[0]["layout"]["title"]["text"]
+
+
+def test_invalid_timeline_parameters_fall_back(env) -> None:  # noqa: F811 (fixture imported above)
+    at = open_link(TIMELINE, checkpoint="toy-copy", tl_probe="99", tl_step="5", tl_average="maybe", view="x")
+    assert at.select_slider(key="tl_step").value == 40  # 5 is not a saved step: the last snapshot
+    assert at.selectbox(key="tl_probe").value == len(at.selectbox(key="tl_probe").options) - 1
+    assert at.toggle(key="tl_average").value is False and at.radio(key="view").value == "cross"
+    assert chart_specs(at)[0]["layout"]["annotations"][0]["text"] == "attention at step 40"

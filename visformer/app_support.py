@@ -5,6 +5,7 @@ Pure functions (no streamlit), so they are tested directly.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -16,6 +17,7 @@ import numpy as np
 
 from .analysis import stack_maps
 from .checkpoint import list_checkpoints
+from .decoding import STRATEGIES
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED_ROOT = REPO / "checkpoints"
@@ -141,16 +143,61 @@ def example_sentences(name: str, info: Mapping[str, Any] | None = None, task: st
 
 
 @dataclass(frozen=True)
-class IntParam:
-    """An integer in lo..hi."""
+class RangeParam:
+    """A number in lo..hi (the common part of IntParam and FloatParam)."""
 
-    default: int
-    lo: int
-    hi: int
+    default: float
+    lo: float
+    hi: float
+
+    def clip(self, value: float) -> float:
+        """value limited to lo..hi."""
+        return min(max(value, self.lo), self.hi)
+
+
+class IntParam(RangeParam):
+    """An integer in lo..hi."""
 
     def parse(self, raw: str) -> int:
         """The integer, clipped into range; ValueError when it is not an integer."""
-        return int(min(max(int(str(raw).strip()), self.lo), self.hi))
+        return int(self.clip(int(str(raw).strip())))
+
+    def encode(self, value: int) -> str:
+        """The integer as written in the URL."""
+        return str(value)
+
+
+class FloatParam(RangeParam):
+    """A finite number in lo..hi."""
+
+    def parse(self, raw: str) -> float:
+        """The number, clipped into range; ValueError when it is not a finite number."""
+        value = float(str(raw).strip())
+        if not math.isfinite(value):
+            raise ValueError(f"{raw!r} is not a finite number")
+        return float(self.clip(value))
+
+    def encode(self, value: float) -> str:
+        """The number without float noise (0.30000000000000004 -> 0.3)."""
+        return f"{value:.10g}"
+
+
+@dataclass(frozen=True)
+class FlagParam:
+    """A switch, written 1/0 (true/false, on/off also read)."""
+
+    default: bool = False
+
+    def parse(self, raw: str) -> bool:
+        """True or False; ValueError on anything else."""
+        word = str(raw).strip().lower()
+        if word not in ("1", "0", "true", "false", "on", "off"):
+            raise ValueError(f"{raw!r} is not 1 or 0")
+        return word in ("1", "true", "on")
+
+    def encode(self, value: bool) -> str:
+        """1 or 0."""
+        return "1" if value else "0"
 
 
 @dataclass(frozen=True)
@@ -166,6 +213,30 @@ class ChoiceParam:
             raise ValueError(f"{raw!r} is not one of {self.options}")
         return raw
 
+    def encode(self, value: str) -> str:
+        """The option itself."""
+        return str(value)
+
+
+@dataclass(frozen=True)
+class NamesParam:
+    """An ordered selection of distinct options, written 'greedy,beam'."""
+
+    default: tuple[str, ...]
+    options: tuple[str, ...]
+
+    def parse(self, raw: str) -> tuple[str, ...]:
+        """The options in the order given, repeats dropped; ValueError on an unknown one."""
+        names = [item.strip() for item in str(raw).split(",") if item.strip()]
+        unknown = [n for n in names if n not in self.options]
+        if unknown or not names:
+            raise ValueError(f"{unknown or raw!r}: choose from {self.options}")
+        return tuple(dict.fromkeys(names))
+
+    def encode(self, value: tuple[str, ...]) -> str:
+        """Comma-separated, in order."""
+        return ",".join(value)
+
 
 @dataclass(frozen=True)
 class TextParam:
@@ -179,6 +250,10 @@ class TextParam:
         text = "".join(ch for ch in str(raw) if ch.isprintable())
         return text.strip()[: self.max_len]
 
+    def encode(self, value: str) -> str:
+        """The text itself."""
+        return str(value)
+
 
 @dataclass(frozen=True)
 class HeadsParam:
@@ -190,8 +265,12 @@ class HeadsParam:
         """Sorted unique head codes; ValueError on any malformed item."""
         return tuple(sorted({head_code(*parse_head(item)) for item in str(raw).split(",") if item.strip()}))
 
+    def encode(self, value: tuple[str, ...]) -> str:
+        """Sorted and comma-separated, so one set of heads has one link."""
+        return ",".join(sorted(value))
 
-ParamSpec = IntParam | ChoiceParam | TextParam | HeadsParam
+
+ParamSpec = IntParam | FloatParam | FlagParam | ChoiceParam | NamesParam | TextParam | HeadsParam
 KIND_INITIAL = {"encoder": "e", "decoder": "d", "cross": "c"}
 _HEAD = re.compile(r"^([edc])(\d{1,3})\.(\d{1,3})$")
 
@@ -235,7 +314,46 @@ ATTENTION_TABS = (
     "Inside one head",
 )
 
-# Every URL parameter the app understands. Pages use these names as widget keys; other pages add theirs here.
+DECODING_TABS = ("Step by step", "Beam search tree", "Samples")
+DEFAULT_STRATEGIES = ("greedy", "beam", "temperature", "top-k", "top-p")
+SAMPLERS = ("temperature", "top-k", "top-p", "sample")
+
+
+def decoding_param_key(strategy: str, name: str) -> str:
+    """Widget key (and URL name) of one strategy parameter: 'dec_beam_beam_size'."""
+    return f"dec_{strategy}_{name}"
+
+
+def decoding_params() -> dict[str, ParamSpec]:
+    """The Decoding page's view: strategies, step view, tab, samples and every strategy's parameters."""
+    specs: dict[str, ParamSpec] = {
+        "dec_strategies": NamesParam(DEFAULT_STRATEGIES, tuple(STRATEGIES)),
+        "dec_reference": TextParam(""),
+        "dec_tab": ChoiceParam(DECODING_TABS[0], DECODING_TABS),
+        "dec_step_strategy": ChoiceParam(DEFAULT_STRATEGIES[0], tuple(STRATEGIES)),
+        "dec_step": IntParam(0, 0, 511),
+        "dec_sampler": ChoiceParam(SAMPLERS[0], SAMPLERS),
+        "dec_n": IntParam(10, 2, 1000),  # the page lowers the top to the hosted limit
+        "dec_seed": IntParam(0, 0, 2**31 - 1),
+    }
+    for strategy in STRATEGIES.values():
+        for p in strategy.params:
+            specs[decoding_param_key(strategy.name, p.name)] = (
+                IntParam(int(p.default), int(p.low), int(p.high))
+                if p.is_int
+                else FloatParam(p.default, p.low, p.high)
+            )
+    return specs
+
+
+DECODING_PARAMS = decoding_params()
+TIMELINE_PARAMS: dict[str, ParamSpec] = {
+    "tl_probe": IntParam(0, 0, 63),
+    "tl_step": IntParam(-1, -1, 10**9),  # a training step; -1 or a step without a snapshot: the last one
+    "tl_average": FlagParam(False),
+}
+
+# Every URL parameter the app understands, by widget key (pages bind their widgets to these names).
 VIEW_PARAMS: dict[str, ParamSpec] = {
     "checkpoint": TextParam("", max_len=120),
     "sentence": TextParam(""),
@@ -252,6 +370,8 @@ VIEW_PARAMS: dict[str, ParamSpec] = {
     "pe_pair": IntParam(4, 0, 511),
     "pe_pos": IntParam(10, 0, 999),
     "pe_k": IntParam(5, 1, 100),
+    **TIMELINE_PARAMS,
+    **DECODING_PARAMS,
 }
 
 
@@ -269,13 +389,6 @@ def parse_view(params: Mapping[str, Any], specs: Mapping[str, ParamSpec] = VIEW_
     return values
 
 
-def encode_value(value: Any) -> str:
-    """A parameter value as it is written into the URL."""
-    if isinstance(value, tuple | list):
-        return ",".join(sorted(str(v) for v in value))
-    return str(value)
-
-
 def url_params(
     values: Mapping[str, Any], keys: list[str], specs: Mapping[str, ParamSpec] = VIEW_PARAMS
 ) -> dict[str, str]:
@@ -287,7 +400,7 @@ def url_params(
         value = tuple(values[key]) if isinstance(values[key], list) else values[key]
         if key in ("checkpoint", "sentence") or value != specs[key].default:
             if value not in ("", ()):
-                out[key] = encode_value(value)
+                out[key] = specs[key].encode(value)
     return out
 
 
