@@ -11,6 +11,8 @@ from visformer import app_support as sup
 from visformer import figures as fg
 from visformer.validation import escape_markdown
 
+common.ensure_frame()
+
 KEYS = ["sentence", "view", "layer", "head", "tab", "step", "ablate", "stat", "dk"]
 TABS = sup.ATTENTION_TABS
 DK_OPTIONS = [2**i for i in range(11)]  # 1 .. 1024

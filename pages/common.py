@@ -33,7 +33,8 @@ def ensure_frame() -> None:
     Because a pages/ folder exists, Streamlit starts in its old folder mode: until some session has run
     app.py (whose st.navigation switches that mode off), a first visit to /decoding would run the page
     alone, without the sidebar, and list every file of pages/ as a page. Switch the mode off and rerun,
-    so app.py runs and opens the page the URL names inside the frame.
+    so app.py runs and opens the page the URL names inside the frame. Every page calls this first, after
+    its imports (never at import time: a rerun raised inside an import races other sessions' imports).
     """
     from streamlit.runtime.pages_manager import PagesManager
 
@@ -41,8 +42,6 @@ def ensure_frame() -> None:
         PagesManager.uses_pages_directory = False
         st.rerun()
 
-
-ensure_frame()  # every page imports this module first, so its first run passes through here
 
 # ---------------------------------------------------------------------------------------------
 # Session state: initialised here, once per session, from the URL

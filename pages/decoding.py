@@ -15,6 +15,8 @@ from visformer.decoding import STRATEGIES, get_strategy, translate
 from visformer.hosting import HostedLimits
 from visformer.validation import check_decoding_params, escape_markdown
 
+common.ensure_frame()
+
 KEYS = ["sentence", *sup.DECODING_PARAMS]  # the view a link restores
 TABS = sup.DECODING_TABS
 SAMPLERS = list(sup.SAMPLERS)

@@ -11,6 +11,8 @@ from visformer import analysis as an
 from visformer import app_support as sup
 from visformer import figures as fg
 
+common.ensure_frame()
+
 KEYS = ["pe_d", "pe_len", "pe_pair", "pe_pos", "pe_k"]
 
 

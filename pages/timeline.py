@@ -10,6 +10,8 @@ from visformer import analysis as an
 from visformer import app_support as sup
 from visformer import training_figures as tfig
 
+common.ensure_frame()
+
 KEYS = ["tl_probe", "view", "layer", "head", "tl_average", "tl_step"]  # the view a link restores
 PLAY_SECONDS = 1.2  # one snapshot per tick while playing
 

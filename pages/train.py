@@ -18,6 +18,8 @@ from visformer.tasks import TASKS
 from visformer.training import TrainConfig
 from visformer.validation import checkpoint_name, parse_uploaded_parallel, parse_uploaded_tsv
 
+common.ensure_frame()
+
 SOURCES = ["Built-in task", "Upload a corpus", "Corpus on disk"]
 SIZES = [*jobs.PRESETS, "custom"]
 BATCH_TOKENS = [256, 512, 1024, 2048, 4096, 8192]

@@ -116,7 +116,7 @@ def test_empty_sentence_gets_a_message(page) -> None:
 def test_url_parameters_restore_the_step_view(env) -> None:  # noqa: F811 (fixture imported above)
     link = {
         "checkpoint": "toy-copy", "sentence": "a b c d", "dec_strategies": "top-k,beam", "dec_beam_beam_size": "3",
-        "dec_top-k_top_k": "5", "dec_top-k_seed": "7", "dec_step_strategy": "top-k", "dec_step": "2",
+        "dec_top-k_top_k": "5", "dec_top-k_seed": "7", "dec_step_strategy": "top-k", "dec_step": "1",
     }  # fmt: skip
     at = open_link(DECODING, **link)
     assert not at.error, [e.value for e in at.error]
@@ -129,9 +129,9 @@ def test_url_parameters_restore_the_step_view(env) -> None:  # noqa: F811 (fixtu
     table = at.dataframe[0].value
     assert list(table["strategy"]) == ["top-k (seed=7, top_k=5)", "beam (alpha=0.6, beam_size=3)"]
     assert at.selectbox(key="dec_step_strategy").value == "top-k"
-    assert at.slider(key="dec_step").value == 2
+    assert at.slider(key="dec_step").value == 1
     titles = [spec["layout"]["title"]["text"] for spec in chart_specs(at)]
-    assert any(t.startswith("Output step 2:") for t in titles), titles
+    assert any(t.startswith("Output step 1:") for t in titles), titles
     assert dict(at.query_params) == link  # the page writes back the same link
 
 
