@@ -6,6 +6,12 @@ Run with `streamlit run app.py`.
 
 from __future__ import annotations
 
+import os
+
+# torch's OpenMP threads must not spin while waiting: on a shared or busy machine spinning threads made
+# decoding several times slower and the cold start slower (bench/RESULTS.md, App). Set before torch loads.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 from dataclasses import dataclass
 from pathlib import Path
 

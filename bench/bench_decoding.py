@@ -22,20 +22,29 @@ CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 TITLE = "Decoding"
 
 
-def load_model(checkpoint: str | Path | None = None) -> tuple[Transformer, str]:
-    """The shipped checkpoint when there is one, else a randomly initialised model of the shipped size."""
-    try:
-        from visformer.checkpoint import list_checkpoints, load_checkpoint
-    except ImportError:
-        list_checkpoints = load_checkpoint = None
-    if load_checkpoint is not None:
-        paths = [Path(checkpoint)] if checkpoint else list_checkpoints(CHECKPOINTS)
-        if paths:
-            return load_checkpoint(paths[0]).model.eval(), f"checkpoint {paths[0].name}"
-    if checkpoint:
-        raise ValueError(f"cannot load checkpoint {checkpoint}: visformer.checkpoint is not available")
+DEFAULT_CHECKPOINT = "multi30k-en-de"  # the app's default model
+# An English sentence of about 20 pieces for the latency rows of a real checkpoint.
+SENTENCE = (
+    "A man in a blue shirt and a black hat is riding his old bicycle down a busy street next to the park."
+)
+
+
+def load_model(checkpoint: str | Path | None = None) -> tuple[Transformer, str, Tensor | None]:
+    """(model, label, source ids (1, S) of a real sentence or None): the shipped English→German checkpoint
+    (or `checkpoint`) when there is one, else a randomly initialised model of the shipped size."""
+    from visformer.checkpoint import load_checkpoint
+
+    path = Path(checkpoint) if checkpoint else CHECKPOINTS / DEFAULT_CHECKPOINT
+    if checkpoint or (path / "config.json").exists():
+        ck = load_checkpoint(path)
+        ids = ck.src_tokenizer.encode(SENTENCE)[:20] + [ck.src_tokenizer.eos_id]
+        return ck.model.eval(), f"checkpoint `checkpoints/{path.name}`", torch.tensor([ids])  # (1, S)
     torch.manual_seed(0)
-    return Transformer(SHIPPED).eval(), "random init of the shipped size (no checkpoint yet)"
+    return (
+        Transformer(SHIPPED).eval(),
+        "random init of the shipped size (no multi30k-en-de checkpoint yet)",
+        None,
+    )
 
 
 def random_source(model: Transformer, batch: int, n_tokens: int, seed: int = 0) -> Tensor:
@@ -79,9 +88,14 @@ def cache_speedup(
     }
 
 
-def latency(model: Transformer, decode: Callable[[Transformer, Tensor], object], repeats: int = 5) -> dict:
+def latency(
+    model: Transformer,
+    decode: Callable[[Transformer, Tensor], object],
+    repeats: int = 5,
+    src: Tensor | None = None,
+) -> dict:
     """Seconds to translate one 20-token sentence (default length limit) and the tokens produced."""
-    src = random_source(model, 1, 20, seed=1)
+    src = random_source(model, 1, 20, seed=1) if src is None else src
     n_tokens = len(decode(model, src).outputs[0].tokens)
     return {"seconds": Stat.of(time_call(lambda: decode(model, src), repeats)), "tokens": n_tokens}
 
@@ -93,8 +107,9 @@ def run(
     if quick:
         torch.manual_seed(0)
         model, label, rounds, steps = Transformer(TINY).eval(), "tiny random model (quick mode)", 2, 8
+        sentence = None
     else:
-        model, label = load_model(checkpoint)
+        model, label, sentence = load_model(checkpoint)
     section = Section(
         TITLE,
         f"Model: {label}; {model.num_parameters():,} parameters; CPU; source of 20 tokens + eos. "
@@ -113,7 +128,7 @@ def run(
         )
     strategies = {"greedy": greedy, "beam 4": lambda m, s: beam_search(m, s, beam_size=4)}
     for name, fn in strategies.items():
-        r = latency(model, fn, repeats=rounds)
+        r = latency(model, fn, repeats=rounds, src=sentence)
         per_token = r["seconds"].scaled(1e3 / r["tokens"]).median
         note = f"{r['tokens']} tokens out, {per_token:.1f} ms/token"
         section.rows.append([f"{name}, one 20-token sentence", "1", r["seconds"].scaled(1e3).fmt(), "", note])
@@ -123,6 +138,8 @@ def run(
     )
     info = machine_info()
     section.notes.append(", ".join(f"{k}: {v}" for k, v in info.items()))
+    if sentence is not None:
+        section.notes.append(f"Latency rows translate “{SENTENCE}” ({sentence.shape[1] - 1} pieces + eos).")
     if "random" in label:
         section.notes.append(
             "A random model rarely emits eos, so outputs run to the length limit (source length + 50)."
@@ -148,7 +165,7 @@ def main() -> None:
     """Run the decoding benchmark, print it and write it to RESULTS.md."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
-        "--checkpoint", default=None, help="checkpoint folder (default: first in checkpoints/)"
+        "--checkpoint", default=None, help="checkpoint folder (default: checkpoints/multi30k-en-de)"
     )
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=30)

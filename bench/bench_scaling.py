@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import resource
-import subprocess
+import os
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
-from pathlib import Path
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 
 from visformer.config import ModelConfig
 from visformer.model import Transformer
@@ -17,7 +17,6 @@ from visformer.model import Transformer
 from .bench_training import make_batch, train_step_fn, visformer_logits
 from .common import Section, Stat, time_call
 
-ROOT = Path(__file__).resolve().parents[1]
 SIZES = [  # (name, d_model, heads, layers per side, d_ff)
     ("small", 128, 4, 2, 512),
     ("shipped", 256, 4, 3, 1024),
@@ -26,40 +25,37 @@ SIZES = [  # (name, d_model, heads, layers per side, d_ff)
 ]
 
 
-def rss_growth_mib(config: ModelConfig, lengths: list[int], need_weights: bool) -> dict[int, float]:
-    """Peak resident memory above the loaded model (MiB) of a forward pass at each length.
+@contextmanager
+def quiet_stderr() -> Iterator[None]:
+    """Silence file descriptor 2 (the profiler's C++ start/stop lines) for the duration."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(os.devnull, "w") as devnull:
+        os.dup2(devnull.fileno(), 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
-    Measured in a fresh process, lengths in increasing order: the process's RSS high-water mark
-    after length L minus the mark after a tiny warm-up pass is the extra memory L needs.
+
+def peak_tensor_mib(fn: Callable[[], object]) -> float:
+    """Peak bytes of tensors alive at once while fn runs (MiB), beyond what existed before it.
+
+    torch.profiler(profile_memory=True) records every CPU allocation and free with its size and time;
+    the running sum over them in time order is the memory held by tensors created inside fn (activations,
+    attention maps, logits; not the weights), and its maximum is the peak that fn needs.
     """
-    cmd = [
-        sys.executable,
-        "-m",
-        "bench.bench_scaling",
-        config.to_json(),
-        str(int(need_weights)),
-        *map(str, lengths),
-    ]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, check=True)
-    return {int(k): v for k, v in json.loads(proc.stdout.strip().splitlines()[-1]).items()}
-
-
-def _max_rss_mib() -> float:
-    """This process's resident-memory high-water mark in MiB (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def _measure_rss(config: ModelConfig, need_weights: bool, lengths: list[int]) -> dict[int, float]:
-    """Child-process side of rss_growth_mib."""
-    torch.manual_seed(0)
-    model = Transformer(config).eval()
-    forward_fn(model, 4, need_weights)()
-    base = _max_rss_mib()
-    growth = {}
-    for length in sorted(lengths):
-        forward_fn(model, length, need_weights)()
-        growth[length] = _max_rss_mib() - base
-    return growth
+    with quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    events = sorted(
+        (e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"
+    )
+    held = peak = 0
+    for _, nbytes in events:
+        held += nbytes
+        peak = max(peak, held)
+    return peak / 2**20
 
 
 def forward_fn(model: Transformer, length: int, need_weights: bool):
@@ -84,13 +80,23 @@ def length_scaling(config: ModelConfig, lengths: list[int], repeats: int) -> Sec
             f"One no-grad forward pass (encode + teacher-forced decode, batch 1, source and target of L "
             f"tokens) of the shipped-size model; fast path (SDPA) and with every attention map returned "
             f"(`need_weights=True`, what the app draws). Time in ms, median (min–max) of {repeats}; "
-            "memory is the growth of the resident high-water mark over the loaded model, measured in a fresh process."
+            "memory is the peak of tensor bytes alive at once during the pass beyond the weights (activations, "
+            "attention maps, logits over the vocabulary), from the allocation and free events that "
+            "`torch.profiler` records with `profile_memory=True`: exact and independent of how the C allocator "
+            "reuses freed pages (the resident-set high-water mark of a process does not move for these sizes)."
         ),
-        header=["L", "fast path ms", "with attention maps ms", "ms / token", "+MiB (fast)", "+MiB (maps)"],
+        header=[
+            "L",
+            "fast path ms",
+            "with attention maps ms",
+            "ms / token",
+            "peak MiB (fast)",
+            "peak MiB (maps)",
+        ],
     )
-    mem_fast, mem_maps = (rss_growth_mib(model.config, lengths, flag) for flag in (False, True))
     for length in lengths:
         fast, maps = forward_fn(model, length, False), forward_fn(model, length, True)
+        mem_fast, mem_maps = peak_tensor_mib(fast), peak_tensor_mib(maps)
         t_fast = Stat.of(time_call(fast, repeats)).scaled(1e3)
         t_maps = Stat.of(time_call(maps, repeats)).scaled(1e3)
         section.rows.append(
@@ -99,8 +105,8 @@ def length_scaling(config: ModelConfig, lengths: list[int], repeats: int) -> Sec
                 t_fast.fmt(2),
                 t_maps.fmt(2),
                 f"{t_fast.median / length:.3f}",
-                f"{mem_fast[length]:.1f}",
-                f"{mem_maps[length]:.1f}",
+                f"{mem_fast:.3g}",
+                f"{mem_maps:.3g}",
             ]
         )
     return section
@@ -119,9 +125,18 @@ def size_scaling(
         intro=(
             f"One training step (forward, label-smoothed cross-entropy, backward, Adam) on a padded batch "
             f"of {batch_size} sentences of ~{mean_len} tokens, vocabulary {base.tgt_vocab_size}. "
-            f"Median (min–max) of {repeats}."
+            f"Median (min–max) of {repeats}. Peak MiB: tensor bytes alive at once during one step beyond the "
+            "weights and Adam's state (activations kept for backward, gradients), measured like the length "
+            "table's memory."
         ),
-        header=["model", "d_model / heads / layers / d_ff", "parameters", "step ms", "target tok/s"],
+        header=[
+            "model",
+            "d_model / heads / layers / d_ff",
+            "parameters",
+            "step ms",
+            "target tok/s",
+            "peak MiB",
+        ],
     )
     for name, d, h, n, f in sizes:
         config = replace(base, d_model=d, n_heads=h, n_encoder_layers=n, n_decoder_layers=n, d_ff=f)
@@ -130,6 +145,7 @@ def size_scaling(
         batch = make_batch(config, batch_size, mean_len)
         step = train_step_fn(model, visformer_logits(model), batch, config.pad_id)
         t = Stat.of(time_call(step, repeats, warmup=1))
+        peak = peak_tensor_mib(step)  # after the warm-up: Adam's state exists already
         section.rows.append(
             [
                 name,
@@ -137,6 +153,7 @@ def size_scaling(
                 f"{model.num_parameters() / 1e6:.1f} M",
                 t.scaled(1e3).fmt(0),
                 t.inverse(batch.n_tgt_tokens).fmt(0),
+                f"{peak:.0f}",
             ]
         )
     return section
@@ -151,8 +168,3 @@ def run(config: ModelConfig, quick: bool = False) -> list[Section]:
         length_scaling(config, [8, 16, 32, 64, 128, 256], 5),
         size_scaling(config, SIZES, 32, 20, 3),
     ]
-
-
-if __name__ == "__main__":  # child process of rss_growth_mib: config json, need_weights 0/1, lengths...
-    cfg, flag, *lens = sys.argv[1:]
-    print(json.dumps(_measure_rss(ModelConfig.from_json(cfg), bool(int(flag)), [int(n) for n in lens])))

@@ -153,6 +153,7 @@ def machine_info() -> dict[str, str]:
         "python": platform.python_version(),
         "gpu": gpu,
         "load average (1/5/15 min)": " / ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "unset (OpenMP threads spin while waiting)"),
     }
 
 

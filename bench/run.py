@@ -28,6 +28,7 @@ RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 TITLE = "# visformer benchmarks"
 # Order of sections in RESULTS.md; unknown titles go after these.
 ORDER = [
+    "Targets",
     "Training throughput",
     "Training profile",
     "Decoding",
@@ -64,18 +65,9 @@ def benchmarks(quick: bool) -> dict[str, Callable[[], SectionLike]]:
     if decoding is not None:
         found["decoding"] = lambda: decoding.run(quick=quick)
     found["marian"] = lambda: importlib.import_module("bench.bench_marian").run(config, quick)
-    learning = optional_module("bench_learning", "bench_time_to_learn")
-    found["learning"] = lambda: learning.run(quick=quick)  # bench_time_to_learn is the fallback
+    found["learning"] = lambda: importlib.import_module("bench.bench_time_to_learn").run(quick=quick)
     found["app"] = lambda: importlib.import_module("bench.bench_app").run(quick=quick)
     return found
-
-
-def default_choice(available: dict[str, Callable[[], SectionLike]], output: Path) -> list[str]:
-    """All benchmarks, except the fallback time-to-learn run when the training helper's own
-    (hand-measured) "Time to learn" section is already in the results file."""
-    has_own = output.exists() and "Time to learn" in split_sections(output.read_text(encoding="utf-8"))
-    fallback = optional_module("bench_learning") is None
-    return [n for n in available if not (n == "learning" and fallback and has_own)]
 
 
 def as_markdown(result: SectionLike) -> list[str]:
@@ -104,9 +96,8 @@ def header(info: dict[str, str], quick: bool, seconds: float) -> str:
         "|---|---|",
         *(f"| {k} | {v} |" for k, v in info.items()),
         "",
-        "The machine was shared while measuring: other agents' jobs and a long background training run "
-        "used the same 2 cores, so absolute times are noisy; ratios from alternating runs are the figures "
-        "to trust.",
+        "The 2 cores are shared with other agents' jobs (see the load average above; the long training runs "
+        "had finished), so absolute times are noisy; ratios from alternating runs are the figures to trust.",
         "",
     ]
     return "\n".join(lines)
@@ -147,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     available = benchmarks(args.quick)
-    chosen = [n.strip() for n in args.only.split(",") if n.strip()] or default_choice(available, args.output)
+    chosen = [n.strip() for n in args.only.split(",") if n.strip()] or list(available)
     unknown = [n for n in chosen if n not in available]
     if unknown:
         parser.error(f"unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(available)}")

@@ -51,7 +51,14 @@ def _table_rows(section: str) -> list[list[str]]:
 def test_quick_run_writes_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "RESULTS.md"
     out.write_text("# old\n\n## Decoding\n\nkept from another helper\n", encoding="utf-8")
-    assert main(["--quick", "--only", "training,profile,scaling", "--output", str(out)]) == 0
+    threads = torch.get_num_threads()
+    try:  # one thread: tiny ops on a shared machine wait less for each other
+        assert (
+            main(["--quick", "--only", "training,profile,scaling", "--output", str(out), "--threads", "1"])
+            == 0
+        )
+    finally:
+        torch.set_num_threads(threads)
     printed = capsys.readouterr().out
     assert "== Training throughput ==" in printed and "speed-up" in printed
     text = out.read_text(encoding="utf-8")
@@ -71,9 +78,51 @@ def test_quick_run_writes_results(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "matmul" in shares and all(cell.endswith("%") for row in shares.values() for cell in row)
     lengths = _table_rows(sections["Scaling: sentence length"])
     assert [r[0] for r in lengths] == ["8", "16"]
-    assert all(float(r[4]) >= 0 and float(r[5]) >= 0 for r in lengths)
+    (fast8, maps8), (fast16, maps16) = [(float(r[4]), float(r[5])) for r in lengths]
+    assert 0 < fast8 < fast16 and 0 < maps8 < maps16, lengths  # memory grows with the sentence
+    assert maps8 > fast8 and maps16 > fast16, lengths  # returning the maps costs memory
     assert _table_rows(sections["Scaling: model size"])[0][0] == "tiny"
     assert list(sections).index("Training throughput") < list(sections).index("Decoding")
+
+
+def test_peak_tensor_memory_counts_what_a_pass_allocates() -> None:
+    from bench.bench_scaling import peak_tensor_mib
+
+    def allocate() -> None:
+        kept = [torch.empty(2**20, dtype=torch.uint8) for _ in range(3)]  # 3 MiB alive at once
+        del kept
+        torch.empty(2**20, dtype=torch.uint8)  # 1 MiB after they are freed: not a new peak
+
+    assert peak_tensor_mib(allocate) == pytest.approx(3.0, abs=0.05)
+
+
+def test_time_to_learn_keeps_the_task_and_stops_at_exact_match() -> None:
+    from bench.bench_time_to_learn import LearnSettings, time_to_learn
+
+    settings = LearnSettings(
+        d_model=16, n_heads=2, layers=1, d_ff=32, max_tokens=256, threads=1, eval_every=5
+    )
+    config = settings.train_config(seed=0, limit_s=1.0)
+    assert config.stop_at_exact_match == 1.0 and config.label_smoothing == 0.0
+    assert settings.model_config(30).dropout == 0.0
+    result = time_to_learn(settings, limit_s=1.0)
+    assert result.curve and all(0.0 <= e <= 1.0 for _, e in result.curve)
+    assert result.step >= 5 and result.wall_s >= result.train_s > 0
+    assert result.solved == (result.exact_match >= 1.0)
+
+
+def test_app_bench_helpers() -> None:
+    import os
+
+    from bench import bench_app
+
+    rss, peak = bench_app.proc_memory_mib(os.getpid())
+    assert 0 < rss <= peak
+    assert bench_app.verdict(200, 300) == "met"
+    assert bench_app.verdict(600, 300).startswith("missed (2.0×")
+    assert len(set(bench_app.fresh_sentences(None, 6))) == 6
+    assert len(set(bench_app.fresh_sentences("reverse", 6))) == 6
+    assert "--server.headless" in bench_app.streamlit_cmd(8501)
 
 
 def test_unknown_benchmark_is_refused(tmp_path: Path) -> None:
