@@ -38,9 +38,14 @@ def ensure_frame() -> None:
     """
     from streamlit.runtime.pages_manager import PagesManager
 
-    if PagesManager.uses_pages_directory:
+    global _HANDED_OVER
+    if PagesManager.uses_pages_directory and not _HANDED_OVER:  # once per server process is enough
+        _HANDED_OVER = True
         PagesManager.uses_pages_directory = False
         st.rerun()
+
+
+_HANDED_OVER = False
 
 
 # ---------------------------------------------------------------------------------------------
