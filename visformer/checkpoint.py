@@ -7,6 +7,7 @@ A checkpoint folder holds
   metrics.json             training history and evaluation numbers
   snapshots.safetensors    attention maps of the probe sentences during training (float16)
   snapshots.json           step, loss, probes and targets of each snapshot
+  optimizer.safetensors    Adam's moments, only in resumable training folders (never shipped)
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ WEIGHTS_FILE = "weights.safetensors"
 METRICS_FILE = "metrics.json"
 SNAPSHOTS_FILE = "snapshots.safetensors"
 SNAPSHOTS_INDEX = "snapshots.json"
+OPTIMIZER_FILE = "optimizer.safetensors"
 SHARED_TOKENIZER, SRC_TOKENIZER, TGT_TOKENIZER = "tokenizer", "src", "tgt"
 CONFIG_KEYS = {"format", "version", "model", "train", "task", "info", "tokenizer"}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -176,6 +178,7 @@ def _write_folder(
     snapshots: Sequence[Snapshot],
     info: dict[str, Any],
     half: bool,
+    optimizer: dict[str, Tensor] | None = None,
 ) -> None:
     """Write every file of a checkpoint into an empty folder."""
     shared = _same_tokenizer(src_tokenizer, tgt_tokenizer)
@@ -189,6 +192,8 @@ def _write_folder(
     save_file(tensors, str(folder / SNAPSHOTS_FILE), metadata={"format": FORMAT})
     _write_json(folder / SNAPSHOTS_INDEX, index)
     _write_json(folder / METRICS_FILE, metrics)
+    if optimizer is not None:
+        save_file(optimizer, str(folder / OPTIMIZER_FILE), metadata={"format": FORMAT})
     config = {
         "format": FORMAT,
         "version": VERSION,
@@ -213,6 +218,7 @@ def save_checkpoint(
     snapshots: Sequence[Snapshot] = (),
     info: dict[str, Any] | None = None,
     half: bool = False,
+    optimizer: dict[str, Tensor] | None = None,
 ) -> Path:
     """Write a checkpoint folder atomically: a temp sibling is filled, then swapped in by rename."""
     path = Path(path)
@@ -224,7 +230,8 @@ def save_checkpoint(
     }
     with atomic_folder(path) as tmp:
         _write_folder(
-            tmp, model, src_tokenizer, tgt_tokenizer, train_config, task, metrics or {}, snapshots, full_info, half
+            tmp, model, src_tokenizer, tgt_tokenizer, train_config, task, metrics or {}, snapshots, full_info, half,
+            optimizer,
         )  # fmt: skip
     return path
 
@@ -252,9 +259,14 @@ def atomic_folder(path: str | os.PathLike) -> Iterator[Path]:
 
 
 def save_trainer(
-    path: str | os.PathLike, trainer: Any, *, info: dict[str, Any] | None = None, half: bool = False
+    path: str | os.PathLike,
+    trainer: Any,
+    *,
+    info: dict[str, Any] | None = None,
+    half: bool = False,
+    resumable: bool = False,
 ) -> Path:
-    """Save a Trainer's model, tokenizers, config, metrics and snapshots."""
+    """Save a Trainer's model, tokenizers, config, metrics and snapshots (and Adam's state if resumable)."""
     run_info = {"steps": trainer.step, "train_time_s": round(trainer.elapsed_s, 2), **(info or {})}
     return save_checkpoint(
         path,
@@ -267,6 +279,7 @@ def save_trainer(
         snapshots=trainer.snapshots,
         info=run_info,
         half=half,
+        optimizer=trainer.optimizer_tensors() if resumable else None,
     )
 
 
@@ -426,10 +439,51 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
     )
 
 
-def export_checkpoint(src: str | os.PathLike, dst: str | os.PathLike, *, half: bool = True) -> Path:
-    """Copy a checkpoint (e.g. from a training folder into checkpoints/), optionally as float16 weights."""
-    ckpt = load_checkpoint(src)
-    info = {k: v for k, v in ckpt.info.items() if k not in ("weights_dtype", "saved_at")}
+def load_optimizer_state(path: str | os.PathLike) -> dict[str, Tensor] | None:
+    """Adam's saved state of a resumable training folder, or None when it was not saved."""
+    file = Path(path) / OPTIMIZER_FILE
+    return _read_safetensors(file) if file.exists() else None
+
+
+def average_checkpoints(
+    paths: Sequence[str | os.PathLike], out: str | os.PathLike, *, half: bool = True
+) -> Path:
+    """Average the weights of checkpoints of one model (the paper averages its last 5 checkpoints).
+
+    Tokenizers, metrics and snapshots come from the last checkpoint; all must share one config.
+    """
+    if not paths:
+        raise CheckpointError("no checkpoints to average")
+    ckpts = [load_checkpoint(p) for p in paths]
+    last = ckpts[-1]
+    for ckpt in ckpts[:-1]:
+        if ckpt.model_config != last.model_config:
+            raise CheckpointError(f"{ckpt.name} and {last.name} have different model configs")
+        if ckpt.task != last.task:
+            raise CheckpointError(f"{ckpt.name} and {last.name} were trained on different tasks")
+        if not _same_tokenizer(ckpt.tgt_tokenizer, last.tgt_tokenizer):
+            raise CheckpointError(f"{ckpt.name} and {last.name} have different tokenizers")
+    states = [c.model.state_dict() for c in ckpts]
+    means = {  # computed before any copy: tied weights share one tensor
+        name: torch.stack([s[name] for s in states]).mean(dim=0)
+        for name, tensor in states[-1].items()
+        if tensor.is_floating_point()
+    }
+    with torch.no_grad():
+        for name, mean in means.items():
+            states[-1][name].copy_(mean)
+    info = {**_carried_info(last), "averaged": [{"name": c.name, "steps": c.info.get("steps")} for c in ckpts]}
+    info.pop("test", None)  # the scores of the last checkpoint do not describe the average
+    return _save_loaded(last, out, info, half)
+
+
+def _carried_info(ckpt: Checkpoint) -> dict[str, Any]:
+    """A loaded checkpoint's info without what a new save writes afresh."""
+    return {k: v for k, v in ckpt.info.items() if k not in ("weights_dtype", "saved_at")}
+
+
+def _save_loaded(ckpt: Checkpoint, dst: str | os.PathLike, info: dict[str, Any], half: bool) -> Path:
+    """Save a loaded checkpoint (model, tokenizers, recipe, metrics, snapshots) under a new name and info."""
     return save_checkpoint(
         dst,
         ckpt.model,
@@ -439,6 +493,12 @@ def export_checkpoint(src: str | os.PathLike, dst: str | os.PathLike, *, half: b
         task=ckpt.task,
         metrics=ckpt.metrics,
         snapshots=ckpt.snapshots,
-        info={**info, "exported_from": Path(src).name},
+        info=info,
         half=half,
     )
+
+
+def export_checkpoint(src: str | os.PathLike, dst: str | os.PathLike, *, half: bool = True) -> Path:
+    """Copy a checkpoint (e.g. from a training folder into checkpoints/), optionally as float16 weights."""
+    ckpt = load_checkpoint(src)
+    return _save_loaded(ckpt, dst, {**_carried_info(ckpt), "exported_from": Path(src).name}, half)

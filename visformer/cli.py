@@ -13,7 +13,13 @@ from typing import Any
 
 import torch
 
-from .checkpoint import CheckpointError, load_checkpoint, save_trainer
+from .checkpoint import (
+    CheckpointError,
+    average_checkpoints,
+    load_checkpoint,
+    load_optimizer_state,
+    save_trainer,
+)
 from .config import ModelConfig
 from .model import Transformer
 from .training import (
@@ -58,6 +64,14 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--test", nargs=2, metavar=("SRC", "TGT"), help="test files scored after training")
     p.add_argument("--out", required=True, help="checkpoint folder to write")
+    p.add_argument(
+        "--resume",
+        metavar="DIR",
+        help="continue training this checkpoint (same data arguments; its model, tokenizer and recipe)",
+    )
+    p.add_argument(
+        "--resumable", action="store_true", help="also save Adam's state so that --resume continues exactly"
+    )
     p.add_argument("--half", action="store_true", help="store weights in float16 (smaller; loads as float32)")
     p.add_argument("--beam-size", type=int, default=4, help="beam size of the final test evaluation")
     p.add_argument("--n-train", type=int, default=20000, help="toy task: training examples")
@@ -119,6 +133,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--batch-size", type=int, default=32)
     e.add_argument("--json", action="store_true", help="last line: one JSON object with bleu and chrf")
     e.add_argument("--no-progress", action="store_true")
+    a = sub.add_parser("average", help="average the weights of checkpoints of one run (as the paper does)")
+    a.add_argument("checkpoints", nargs="+", help="checkpoint folders, oldest first")
+    a.add_argument("--out", required=True, help="checkpoint folder to write")
+    a.add_argument("--float32", action="store_true", help="store float32 weights (default float16)")
     return parser
 
 
@@ -290,6 +308,48 @@ def _configs(args: argparse.Namespace, src_tok: Any, tgt_tok: Any) -> tuple[Mode
     return model_config, train_config
 
 
+RESUME_OVERRIDES = {  # train arguments that may change when a run is resumed -> TrainConfig fields
+    "steps": "steps",
+    "time_limit": "time_limit_s",
+    "threads": "threads",
+    "eval_every": "eval_every",
+    "log_every": "log_every",
+    "max_tokens": "max_tokens",
+}
+
+
+def _resumed_trainer(args: argparse.Namespace) -> tuple[Trainer, list]:
+    """A Trainer that continues --resume: its weights, tokenizers, recipe, history and Adam state."""
+    from dataclasses import replace
+
+    ckpt = load_checkpoint(args.resume)
+    if ckpt.train_config is None:
+        raise UsageError(f"{ckpt.name} has no training recipe to continue")
+    if (ckpt.task or None) != (args.task or None):
+        raise UsageError(
+            f"{ckpt.name} was trained on {ckpt.task or 'a corpus'}, not {args.task or 'a corpus'}"
+        )
+    if args.task:
+        train, valid, test, _, _ = _task_data(args)
+    else:
+        train, valid, test = _corpus_pairs(args)
+    overrides = {
+        field: getattr(args, arg) for arg, field in RESUME_OVERRIDES.items() if getattr(args, arg) is not None
+    }
+    config = replace(ckpt.train_config, device=args.device, **overrides)
+    model = ckpt.model.train()
+    trainer = Trainer(model, train, valid, ckpt.src_tokenizer, ckpt.tgt_tokenizer, config, task=ckpt.task)
+    optimizer = load_optimizer_state(args.resume)
+    try:
+        trainer.restore(ckpt.metrics, ckpt.snapshots, optimizer)
+    except ValueError as exc:
+        raise UsageError(f"{ckpt.name}: {exc}") from exc
+    if trainer.rank == 0:
+        how = "with Adam's state" if optimizer else "without Adam's state: the learning rate ramps up again"
+        print(f"resuming {ckpt.name} at step {trainer.step} {how}", file=sys.stderr)
+    return trainer, test
+
+
 def _init_distributed() -> bool:
     """Join the torchrun process group (gloo on CPU, nccl on GPU) when launched by torchrun."""
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
@@ -337,7 +397,7 @@ def _run_training(trainer: Trainer, args: argparse.Namespace, info: dict[str, An
             elif rank0:
                 tqdm.write(_describe(m)) if not args.no_progress else print(_describe(m), flush=True)
             if rank0 and time.perf_counter() - last_save >= args.save_every:
-                save_trainer(args.out, trainer, info=info, half=args.half)
+                save_trainer(args.out, trainer, info=info, half=args.half, resumable=args.resumable)
                 last_save = time.perf_counter()
     except KeyboardInterrupt:
         trainer.stop()
@@ -378,11 +438,15 @@ def cmd_train(args: argparse.Namespace) -> int:
     distributed = _init_distributed()
     if args.threads:
         torch.set_num_threads(args.threads)
-    train, valid, test, src_tok, tgt_tok = _task_data(args) if args.task else _corpus_data(args)
-    model_config, train_config = _configs(args, src_tok, tgt_tok)
-    torch.manual_seed(args.seed)  # identical initial weights on every rank
-    model = Transformer(model_config)
-    trainer = Trainer(model, train, valid, src_tok, tgt_tok, train_config, task=args.task)
+    if args.resume:
+        trainer, test = _resumed_trainer(args)
+        model = trainer.model
+    else:
+        train, valid, test, src_tok, tgt_tok = _task_data(args) if args.task else _corpus_data(args)
+        model_config, train_config = _configs(args, src_tok, tgt_tok)
+        torch.manual_seed(args.seed)  # identical initial weights on every rank
+        model = Transformer(model_config)
+        trainer = Trainer(model, train, valid, src_tok, tgt_tok, train_config, task=args.task)
     if trainer.rank == 0:
         print(
             f"model: {model.num_parameters():,} parameters; {len(trainer.train_pairs)} training pairs; "
@@ -391,6 +455,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         )
     source = args.task or " ".join(args.corpus or [args.tsv])
     info = {"data": source, "world_size": trainer.world_size}
+    if args.resume:
+        info["resumed_from"] = {"checkpoint": Path(args.resume).name, "steps": trainer.step}
     _run_training(trainer, args, info)
     if trainer.rank == 0:
         if trainer.step and (not trainer.evals or trainer.evals[-1].step != trainer.step):
@@ -402,7 +468,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                 f"(beam {args.beam_size}, {len(test)} sentences)",
                 file=sys.stderr,
             )
-        save_trainer(args.out, trainer, info=info, half=args.half)
+        save_trainer(args.out, trainer, info=info, half=args.half, resumable=args.resumable)
         print(
             f"saved {args.out} after {trainer.step} steps in {trainer.elapsed_s:.1f}s "
             f"(snapshots {trainer.snapshot_overhead_s:.2f}s, eval {trainer.eval_overhead_s:.1f}s)",
@@ -474,7 +540,19 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"train": cmd_train, "translate": cmd_translate, "evaluate": cmd_evaluate}
+def cmd_average(args: argparse.Namespace) -> int:
+    """`average`: one checkpoint whose weights are the mean of the given checkpoints'."""
+    out = average_checkpoints(args.checkpoints, args.out, half=not args.float32)
+    print(f"saved {out}: the average of {len(args.checkpoints)} checkpoints")
+    return 0
+
+
+COMMANDS = {
+    "train": cmd_train,
+    "translate": cmd_translate,
+    "evaluate": cmd_evaluate,
+    "average": cmd_average,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

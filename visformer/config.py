@@ -50,7 +50,7 @@ class ModelConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ModelConfig":
+    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
         """Build from a dict, refusing unknown keys with a clear message."""
         return _from_dict(cls, data)
 
@@ -59,7 +59,7 @@ class ModelConfig:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> "ModelConfig":
+    def from_json(cls, text: str) -> ModelConfig:
         """Parse from JSON."""
         return cls.from_dict(json.loads(text))
 

@@ -83,7 +83,7 @@ class AttentionMaps:
     decoder: list[Tensor] = field(default_factory=list)  # (B, h, T, T) each, 0 above diagonal
     cross: list[Tensor] = field(default_factory=list)  # (B, h, T, S) each
 
-    def cpu(self) -> "AttentionMaps":
+    def cpu(self) -> AttentionMaps:
         """Detached float32 copies on the CPU."""
 
         def conv(xs: list[Tensor]) -> list[Tensor]:
@@ -91,7 +91,7 @@ class AttentionMaps:
 
         return AttentionMaps(conv(self.encoder), conv(self.decoder), conv(self.cross))
 
-    def select(self, index: int) -> "AttentionMaps":
+    def select(self, index: int) -> AttentionMaps:
         """The maps of one batch element, keeping a batch dimension of 1."""
 
         def pick(xs: list[Tensor]) -> list[Tensor]:
@@ -109,7 +109,7 @@ class HeadMask:
     cross: Tensor | None = None
 
     @staticmethod
-    def ones(config: ModelConfig) -> "HeadMask":
+    def ones(config: ModelConfig) -> HeadMask:
         """A mask that keeps every head."""
         h = config.n_heads
         return HeadMask(
@@ -141,7 +141,7 @@ class KVCache:
     layers: list[LayerCache]
 
     @staticmethod
-    def empty(n_layers: int) -> "KVCache":
+    def empty(n_layers: int) -> KVCache:
         """A cache with nothing decoded yet."""
         return KVCache([LayerCache() for _ in range(n_layers)])
 
@@ -319,7 +319,9 @@ class DecoderLayer(nn.Module):
                 k = torch.cat([cache.self_k, k], dim=2)  # (B, h, T_so_far, dh)
                 v = torch.cat([cache.self_v, v], dim=2)
             cache.self_k, cache.self_v = k, v
-        return attn.attend(attn.project_q(y), k, v, causal=True, need_weights=need_weights, head_mask=head_mask)
+        return attn.attend(
+            attn.project_q(y), k, v, causal=True, need_weights=need_weights, head_mask=head_mask
+        )
 
     def _cross_attention(
         self,
@@ -389,7 +391,11 @@ class Encoder(nn.Module):
         self.norm = nn.LayerNorm(config.d_model) if config.norm_first else nn.Identity()
 
     def forward(
-        self, x: Tensor, src_mask: Tensor | None, need_weights: bool = False, head_mask: HeadMask | None = None
+        self,
+        x: Tensor,
+        src_mask: Tensor | None,
+        need_weights: bool = False,
+        head_mask: HeadMask | None = None,
     ) -> tuple[Tensor, list[Tensor]]:
         """x (B, S, d) -> memory (B, S, d) and per-layer self-attention weights."""
         maps = []
@@ -462,8 +468,10 @@ class Transformer(nn.Module):
         self.config = config
         d, p = config.d_model, config.dropout
         tgt_token = nn.Embedding(config.tgt_vocab_size, d, padding_idx=config.pad_id)
-        src_token = tgt_token if config.share_embeddings else nn.Embedding(
-            config.src_vocab_size, d, padding_idx=config.pad_id
+        src_token = (
+            tgt_token
+            if config.share_embeddings
+            else nn.Embedding(config.src_vocab_size, d, padding_idx=config.pad_id)
         )
         self.src_embed = Embeddings(src_token, d, config.max_len, p)
         self.tgt_embed = Embeddings(tgt_token, d, config.max_len, p)

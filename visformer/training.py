@@ -275,6 +275,7 @@ class Trainer:
             betas=config.betas,
             eps=config.eps,
         )
+        self._rewarm: tuple[int, int] | None = None  # (resumed step, ramp length) without Adam moments
 
     # -- control ------------------------------------------------------------------------------
 
@@ -288,20 +289,84 @@ class Trainer:
         return self._stop.is_set()
 
     def lr(self, step: int) -> float:
-        """Learning rate of `step` under the Noam schedule."""
+        """Learning rate of `step` under the Noam schedule (ramped up again after a resume without Adam state)."""
         c = self.config
-        return noam_lr(step, self.model.config.d_model, c.warmup, c.lr_factor)
+        lr = noam_lr(step, self.model.config.d_model, c.warmup, c.lr_factor)
+        if self._rewarm is not None:
+            start, length = self._rewarm
+            lr *= min(1.0, max(step - start, 1) / length)
+        return lr
+
+    # -- resuming -----------------------------------------------------------------------------
+
+    def optimizer_tensors(self) -> dict[str, Tensor]:
+        """Adam's per-parameter state as flat tensors ("{index}.{name}"), for safetensors."""
+        state = self._optimizer.state_dict()["state"]
+        return {
+            f"{i}.{name}": value.detach().cpu().reshape(value.shape).contiguous().clone()
+            for i, entry in state.items()
+            for name, value in entry.items()
+            if isinstance(value, Tensor)
+        }
+
+    def load_optimizer_tensors(self, tensors: dict[str, Tensor]) -> None:
+        """Restore Adam's state from optimizer_tensors(); ValueError if it does not fit the model."""
+        current = self._optimizer.state_dict()
+        n_params = len(current["param_groups"][0]["params"])
+        state: dict[int, dict[str, Tensor]] = {}
+        for key, value in tensors.items():
+            index, _, name = key.partition(".")
+            if not index.isdigit() or int(index) >= n_params or name not in ("step", "exp_avg", "exp_avg_sq"):
+                raise ValueError(f"optimizer state has an unexpected tensor {key!r}")
+            state.setdefault(int(index), {})[name] = value
+        params = list(self.model.parameters())
+        for index, entry in state.items():
+            if entry.get("exp_avg") is not None and entry["exp_avg"].shape != params[index].shape:
+                raise ValueError(f"optimizer state {index} has shape {tuple(entry['exp_avg'].shape)}")
+        self._optimizer.load_state_dict({"state": state, "param_groups": current["param_groups"]})
+
+    def restore(
+        self,
+        metrics: dict[str, Any],
+        snapshots: Sequence[Snapshot] = (),
+        optimizer: dict[str, Tensor] | None = None,
+        rewarm_steps: int = 200,
+    ) -> None:
+        """Continue a saved run: its step, clock, history, evaluations, snapshots and Adam state.
+
+        Without Adam's moments the first updates would be sign-sized jumps, so the learning rate is
+        ramped up linearly again over `rewarm_steps` steps.
+        """
+        self.step = int(metrics.get("steps", 0))
+        self.elapsed_s = float(metrics.get("train_time_s", 0.0))
+        self.history = [StepMetrics(**m) for m in metrics.get("history", [])]
+        self.evals = [EvalMetrics(**{**m, "samples": [tuple(s) for s in m.get("samples", [])]})
+                      for m in metrics.get("evals", [])]  # fmt: skip
+        self.snapshots = list(snapshots)
+        self.snapshot_overhead_s = float(metrics.get("snapshot_overhead_s", 0.0))
+        self.eval_overhead_s = float(metrics.get("eval_overhead_s", 0.0))
+        if optimizer:
+            self.load_optimizer_tensors(optimizer)
+            self._rewarm = None
+        else:
+            self._rewarm = (self.step, max(1, rewarm_steps))
 
     # -- the loop -----------------------------------------------------------------------------
 
     def _batch_stream(self) -> Iterator[Any]:
-        """Endless batches, reshuffled every epoch; under DDP each rank takes every world-th batch."""
-        epoch = 0
+        """Endless batches, reshuffled every epoch; under DDP each rank takes every world-th batch.
+
+        A resumed run skips the batches its first `step` steps used, so it sees what an uninterrupted run would.
+        """
+        epoch, skip = 0, self.step
         tok = self.tgt_tok
         while True:
             seed = self.config.seed + epoch
             for i, batch in enumerate(batches(self.train_pairs, self.config.max_tokens, tok, True, seed)):
                 if i % self.world_size == self.rank:
+                    if skip:
+                        skip -= 1
+                        continue
                     yield batch
             epoch += 1
 
@@ -330,7 +395,7 @@ class Trainer:
         return DistributedDataParallel(self.model, device_ids=ids)
 
     def _should_stop(self, started: float) -> bool:
-        """Stop flag or time limit; agreed across ranks under DDP so no rank waits forever."""
+        """Stop flag or time limit (counted from `started`, this call of run()); agreed across DDP ranks."""
         limit = self.config.time_limit_s
         stop = self.stopped or (limit is not None and time.perf_counter() - started >= limit)
         if self.world_size > 1:
@@ -346,10 +411,11 @@ class Trainer:
         c = self.config
         seed_everything(c.seed + self.rank)
         model = self._wrapped()
-        started = time.perf_counter() - self.elapsed_s
+        run_started = time.perf_counter()
+        started = run_started - self.elapsed_s  # a resumed run's clock continues
         stream = self._batch_stream()
         window_loss, window_tokens, window_seen, window_start = 0.0, 0, 0, time.perf_counter()
-        while self.step < c.steps and not self._should_stop(started):
+        while self.step < c.steps and not self._should_stop(run_started):
             self.model.train()
             batch = next(stream)
             step = self.step + 1

@@ -1,0 +1,153 @@
+"""Resuming a run (with and without Adam's state) and averaging checkpoints, in the API and the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from visformer.checkpoint import (
+    OPTIMIZER_FILE,
+    CheckpointError,
+    average_checkpoints,
+    load_checkpoint,
+    load_optimizer_state,
+    save_checkpoint,
+    save_trainer,
+)
+from visformer.cli import main
+from visformer.model import Transformer
+from visformer.training import StepMetrics, Trainer, noam_lr
+
+from .conftest import tiny_config
+from .test_cli import TINY
+from .test_training import make_trainer
+
+
+def run_all(trainer: Trainer) -> None:
+    """Drain the metrics stream."""
+    for _ in trainer.run():
+        pass
+
+
+def resumed(folder: Path, steps: int, with_optimizer: bool = True) -> Trainer:
+    """A fresh trainer of the same task continuing the run saved in `folder`."""
+    ckpt = load_checkpoint(folder)
+    trainer = make_trainer("reverse", steps=steps)
+    trainer.model.load_state_dict(ckpt.model.state_dict())
+    optimizer = load_optimizer_state(folder) if with_optimizer else None
+    trainer.restore(ckpt.metrics, ckpt.snapshots, optimizer)
+    return trainer
+
+
+def test_resume_with_adam_state_equals_an_uninterrupted_run(tmp_path: Path) -> None:
+    whole = make_trainer("reverse", steps=24)
+    run_all(whole)
+    first = make_trainer("reverse", steps=12)
+    run_all(first)
+    save_trainer(tmp_path / "half-way", first, resumable=True)
+    assert (tmp_path / "half-way" / OPTIMIZER_FILE).is_file()
+    second = resumed(tmp_path / "half-way", steps=24)
+    assert second.step == 12
+    run_all(second)
+    assert second.step == 24
+    for (name, a), b in zip(
+        whole.model.state_dict().items(), second.model.state_dict().values(), strict=True
+    ):
+        assert torch.allclose(a, b, atol=1e-6), name
+    assert [m.step for m in second.history] == [m.step for m in whole.history]
+    assert [m.loss for m in second.history] == pytest.approx([m.loss for m in whole.history], rel=1e-5)
+
+
+def test_resume_without_adam_state_ramps_the_learning_rate_up_again(tmp_path: Path) -> None:
+    first = make_trainer("reverse", steps=10)
+    run_all(first)
+    save_trainer(tmp_path / "plain", first)  # no optimizer.safetensors
+    assert load_optimizer_state(tmp_path / "plain") is None
+    trainer = resumed(tmp_path / "plain", steps=30, with_optimizer=False)
+    d, c = trainer.model.config.d_model, trainer.config
+    full = [noam_lr(s, d, c.warmup, c.lr_factor) for s in (11, 100, 300)]
+    assert trainer.lr(11) == pytest.approx(full[0] / 200)
+    assert trainer.lr(100) < full[1]
+    assert trainer.lr(300) == pytest.approx(full[2])
+    steps = [m.step for m in trainer.run() if isinstance(m, StepMetrics)]
+    assert steps[0] == 11 and steps[-1] == 30
+
+
+def test_adam_state_that_does_not_fit_is_refused(tmp_path: Path) -> None:
+    trainer = make_trainer("reverse", steps=4)
+    run_all(trainer)
+    state = trainer.optimizer_tensors()
+    with pytest.raises(ValueError, match="unexpected tensor"):
+        make_trainer("reverse").load_optimizer_tensors({**state, "999.exp_avg": torch.zeros(1)})
+    wrong = {k: (torch.zeros(3) if k == "0.exp_avg" else v) for k, v in state.items()}
+    with pytest.raises(ValueError, match="shape"):
+        make_trainer("reverse").load_optimizer_tensors(wrong)
+
+
+def test_average_is_the_mean_of_the_weights(tmp_path: Path) -> None:
+    a, b = make_trainer("reverse", steps=3), make_trainer("reverse", steps=9)
+    run_all(a)
+    run_all(b)
+    save_trainer(tmp_path / "a", a)
+    save_trainer(tmp_path / "b", b)
+    average_checkpoints([tmp_path / "a", tmp_path / "b"], tmp_path / "avg", half=False)
+    avg = load_checkpoint(tmp_path / "avg")
+    for name, tensor in avg.model.state_dict().items():
+        expected = (a.model.state_dict()[name] + b.model.state_dict()[name]) / 2
+        assert torch.allclose(tensor, expected, atol=1e-6), name
+    assert [entry["steps"] for entry in avg.info["averaged"]] == [3, 9]
+    assert not torch.equal(
+        avg.model.state_dict()["generator.weight"], b.model.state_dict()["generator.weight"]
+    )
+
+
+def test_average_refuses_different_models(tmp_path: Path) -> None:
+    trainer = make_trainer("reverse")
+    save_trainer(tmp_path / "a", trainer)
+    save_trainer(tmp_path / "b", make_trainer("copy"))
+    with pytest.raises(CheckpointError, match="different tasks"):
+        average_checkpoints([tmp_path / "a", tmp_path / "b"], tmp_path / "avg")
+    wider = Transformer(tiny_config(src_vocab_size=trainer.model.config.src_vocab_size,
+                                    tgt_vocab_size=trainer.model.config.tgt_vocab_size, d_model=64))  # fmt: skip
+    save_checkpoint(tmp_path / "c", wider, trainer.src_tok, trainer.tgt_tok, task="reverse")
+    with pytest.raises(CheckpointError, match="different model configs"):
+        average_checkpoints([tmp_path / "a", tmp_path / "c"], tmp_path / "avg")
+    with pytest.raises(CheckpointError, match="no checkpoints"):
+        average_checkpoints([], tmp_path / "avg")
+
+
+def test_cli_resume_continues_and_average_writes_a_loadable_checkpoint(tmp_path: Path, capsys) -> None:
+    common = ["--task", "reverse", "--n-train", "200", "--n-valid", "20", "--eval-every", "10", *TINY]
+    first = tmp_path / "first"
+    assert main(["train", "--out", str(first), "--steps", "10", "--resumable", *common]) == 0
+    assert (first / OPTIMIZER_FILE).is_file()
+    second = tmp_path / "second"
+    assert main(["train", "--out", str(second), "--steps", "20", "--resume", str(first), *common]) == 0
+    assert "with Adam's state" in capsys.readouterr().err
+    info = json.loads((second / "config.json").read_text())["info"]
+    assert info["steps"] == 20 and info["resumed_from"] == {"checkpoint": "first", "steps": 10}
+    assert not (second / OPTIMIZER_FILE).exists()  # only written with --resumable
+    history = load_checkpoint(second).metrics["history"]
+    assert [m["step"] for m in history] == [5, 10, 15, 20]
+    avg = tmp_path / "avg"
+    assert main(["average", str(first), str(second), "--out", str(avg)]) == 0
+    assert json.loads((avg / "config.json").read_text())["info"]["weights_dtype"] == "float16"
+    assert load_checkpoint(avg).model_config == load_checkpoint(second).model_config
+
+
+def test_cli_resume_of_another_kind_of_run_is_a_clear_error(tmp_path: Path, capsys) -> None:
+    common = ["--n-train", "200", "--n-valid", "20", *TINY]
+    first = tmp_path / "first"
+    assert main(["train", "--task", "reverse", "--out", str(first), "--steps", "5", *common]) == 0
+    capsys.readouterr()
+    code = main(["train", "--task", "copy", "--out", str(tmp_path / "x"), "--resume", str(first), *common])
+    assert code == 2
+    assert "trained on reverse, not copy" in capsys.readouterr().err
+    code = main(
+        ["train", "--task", "copy", "--out", str(tmp_path / "x"), "--resume", str(tmp_path / "nope"), *common]
+    )
+    assert code == 2
+    assert "no checkpoint folder" in capsys.readouterr().err
