@@ -168,8 +168,7 @@ class DecodeResult:
 
 
 def _forbid_specials(logits: Tensor, pad_id: int, bos_id: int) -> Tensor:
-    """Logits (N, V) with pad and bos made impossible."""
-    logits = logits.clone()
+    """Make pad and bos impossible in logits (N, V), in place (callers pass the decoder's fresh output)."""
     logits[:, [pad_id, bos_id]] = -math.inf
     return logits
 
@@ -261,17 +260,16 @@ def _record(
     n_candidates: int,
 ) -> None:
     """Append one step's trace (top candidates, kept set, choice) to each active sentence's record."""
-    probs = log_probs.exp()  # (A, V)
-    top_p, top_i = probs.topk(min(n_candidates, probs.shape[-1]), dim=-1)  # (A, n)
+    top_logp, top_i = log_probs.topk(min(n_candidates, log_probs.shape[-1]), dim=-1)  # (A, n)
     columns = {
         "token": token,
-        "token_prob": probs.gather(1, token[:, None]).squeeze(1),
+        "token_prob": log_probs.gather(1, token[:, None]).squeeze(1).exp(),
         "logprob": running,
         "candidates": top_i,
-        "probs": top_p,
+        "probs": top_logp.exp(),
         "filtered": filtered.probs.gather(1, top_i),
         "kept": filtered.kept.gather(1, top_i),
-        "n_kept": filtered.kept.sum(dim=1),
+        "n_kept": filtered.kept.count_nonzero(dim=1),
     }
     lists = {name: col.tolist() for name, col in columns.items()}
     for a, row in enumerate(rows.tolist()):
