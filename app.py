@@ -14,6 +14,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 import streamlit as st
 
@@ -21,6 +22,12 @@ from pages import common
 from visformer.utils import resolve_device
 
 ROOT = Path(__file__).resolve().parent
+# The tab icon 🔭 drawn the way Streamlit's frontend draws an emoji favicon (the emoji as SVG text), passed
+# as an ASCII data URL: given the emoji itself, set_page_config loads Streamlit's emoji catalogue to check
+# it, 50-350 ms of every cold start.
+FAVICON = "data:image/svg+xml," + quote(
+    "<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 100 100'><text y='.9em' font-size='90'>🔭</text></svg>"
+)
 
 
 @dataclass(frozen=True)
@@ -112,7 +119,7 @@ def _checkpoint_changed() -> None:
 
 def main() -> None:
     """Build the frame and run the chosen page."""
-    st.set_page_config(page_title="visformer", page_icon="🔭", layout="wide")
+    st.set_page_config(page_title="visformer", page_icon=FAVICON, layout="wide")
     common.init_state()
     pages = [p for p in PAGES if (ROOT / p.file).exists()]
     nav = st.navigation([st.Page(p.file, title=p.title, icon=p.icon) for p in pages])

@@ -2,8 +2,10 @@
 of the main interactions (AppTest) and resident memory with the default model.
 
 The interactions run in a child process (`python -m bench.bench_app CONFIG_JSON OUT_JSON`) so its memory is
-the app's alone; the child leaves through os._exit after writing its results, because a torch or Streamlit
-thread still alive at interpreter shutdown can abort it ("terminate called without an active exception").
+the app's alone and, as in the server, app.py is what first imports torch, so its OMP_WAIT_POLICY default
+applies (nothing here imports torch at module level). The child leaves through os._exit after writing its
+results, because a torch or Streamlit thread still alive at interpreter shutdown can abort it ("terminate
+called without an active exception").
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ import time
 import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .common import Section, Stat
+if TYPE_CHECKING:  # imported where used: bench.common imports torch, which the AppTest child must not
+    from .common import Section
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
@@ -256,10 +260,15 @@ def measure_interactions(sentences: list[str]) -> dict[str, list[float]]:
     at.switch_page("pages/decoding.py")
     at.run(timeout=TIMEOUT_S)
     for sentence in sentences[: len(sentences) // 2]:
+        at.session_state["dec_tab"] = "Step by step"
         at.text_input(key="sentence").input(sentence)
-        record("decoding comparison of a new sentence (5 strategies, beam tree, 10 samples)", _timed(at))
+        record("decoding comparison of a new sentence (5 strategies, open tab: step by step)", _timed(at))
         if not at.get("plotly_chart"):
             raise RuntimeError("the Decoding page drew no chart")
+        at.session_state["dec_tab"] = "Beam search tree"
+        record("open 'Beam search tree' (Decoding page)", _timed(at))
+        at.session_state["dec_tab"] = "Samples"
+        record("open 'Samples' (Decoding page: 10 samples, diversity)", _timed(at))
     for page in ("pages/positional_encoding.py", "pages/timeline.py", "pages/train.py"):
         at.switch_page(page)
         record(f"open {Path(page).stem.replace('_', ' ')} page", _timed(at))
@@ -313,6 +322,8 @@ PASSIVE = {"OMP_WAIT_POLICY": "PASSIVE"}  # OpenMP threads sleep instead of spin
 
 def timing_cells(seconds: list[float] | None, first: bool) -> list[str]:
     """'median (min–max) ms' and the verdict (on the slowest repetition) of one interaction."""
+    from .common import Stat
+
     if not seconds:
         return ["", ""]
     t = Stat.of(seconds).scaled(1e3)
@@ -321,6 +332,8 @@ def timing_cells(seconds: list[float] | None, first: bool) -> list[str]:
 
 def cold_cells(seconds: list[float | None], target: float | None) -> list[str]:
     """'median (min–max) s' and the verdict (on the median) of one cold-start milestone."""
+    from .common import Stat
+
     if any(v is None for v in seconds) or not seconds:
         return ["", ""]
     t = Stat.of(seconds)
@@ -334,6 +347,8 @@ def analysis_notes(
     passive: dict[str, list[float]],
 ) -> list[str]:
     """What the cold start is made of and what the OpenMP wait policy does, from this run's numbers."""
+    from .common import Stat
+
     notes = []
     if starts and starts[0].drawn_s is not None:
         up, shell, drawn = (
@@ -361,13 +376,16 @@ def analysis_notes(
             "(another session, the Train page's training thread, other processes), each small op of a decoding "
             "step can wait for a descheduled thread: in a stand-alone test on this shared machine (02:05 UTC) "
             "greedy decoding of one sentence took 3-10 s with spinning waits and 17 ms with sleeping ones. The "
-            "variable must be set before torch is imported (e.g. at the top of app.py)."
+            "variable must be set before torch is imported: app.py sets it (unless the environment does) before "
+            "anything imports torch, so the two columns run with the same setting and should agree within noise."
         )
     return notes
 
 
 def run(quick: bool = False) -> Section:
     """The App section: cold starts, AppTest interactions (as shipped and with passive OpenMP), memory."""
+    from .common import Section, Stat
+
     section = Section(
         title="App",
         intro=(

@@ -7,6 +7,7 @@ Not a page itself. Everything heavy goes through a cache keyed on what it depend
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -256,8 +257,8 @@ def chart(fig: go.Figure, name: str, key: str | None = None) -> None:
     st.plotly_chart(fig, config=chart_config(name), key=key or f"chart-{name}", theme=None)
 
 
-def csv_button(data: str, name: str, label: str = "Download attention as CSV") -> None:
-    """A download button for a CSV string."""
+def csv_button(data: str | Callable[[], str], name: str, label: str = "Download attention as CSV") -> None:
+    """A download button for a CSV string, or for a function that makes it only when the button is clicked."""
     st.download_button(
         label,
         data=data,

@@ -104,6 +104,24 @@ def test_beam_tree_and_parameters(page) -> None:
     assert max(ranks) <= 2  # three beams: ranks 0..2
 
 
+def test_the_comparison_computes_no_attention_maps(page, monkeypatch) -> None:
+    """The page draws no attention, so it runs the strategies alone, without translate()'s attention pass."""
+    import visformer.decoding
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the Decoding page computed attention maps it never shows")
+
+    monkeypatch.setattr(visformer.decoding, "output_attention", refuse)
+    at = open_tab(page, "Step by step")
+    at.multiselect(key="dec_strategies").set_value(NAMES).run()
+    fresh = "q w q z w k"  # a sentence no other test decodes: no cache hit
+    at.text_input(key="sentence").input(fresh).run()
+    assert not at.exception, [e.value for e in at.exception]
+    table = at.dataframe[0].value
+    assert len(table) == len(NAMES) and (table["length"] >= 1).all()
+    assert open_tab(at, "Beam search tree").get("plotly_chart")
+
+
 def test_empty_sentence_gets_a_message(page) -> None:
     at = page
     at.text_input(key="sentence").input("   ").run()

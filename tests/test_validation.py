@@ -24,6 +24,7 @@ from visformer.validation import (
     checkpoint_name,
     checkpoint_path,
     clean_sentence,
+    count_parameters,
     decode_upload,
     escape_markdown,
     fit_to_model,
@@ -256,6 +257,30 @@ def test_checkpoint_names_never_escape(tmp_path: Path, raw: str, expected: str |
     assert checkpoint_name(raw) == expected
     path = checkpoint_path(tmp_path, raw)
     assert path.parent == tmp_path.resolve() and path.name == expected
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"norm_first": True},
+        {"share_embeddings": False, "src_vocab_size": 23, "tgt_vocab_size": 31},
+        {"share_embeddings": False, "norm_first": True, "src_vocab_size": 7, "tgt_vocab_size": 50},
+        {"n_encoder_layers": 3, "n_decoder_layers": 2, "d_model": 24, "n_heads": 2, "d_ff": 40},
+        {"n_encoder_layers": 1, "n_decoder_layers": 4, "d_ff": 8},
+    ],
+)
+def test_parameter_count_matches_the_built_model(overrides: dict) -> None:
+    config = tiny_config(**overrides)
+    assert count_parameters(config) == Transformer(config).num_parameters()
+
+
+def test_parameter_count_builds_no_model(monkeypatch) -> None:
+    def refuse(self, config) -> None:
+        raise AssertionError("count_parameters built a model")
+
+    monkeypatch.setattr(Transformer, "__init__", refuse)
+    assert count_parameters(tiny_config()) > 0
 
 
 def test_model_size_is_bounded_in_hosted_mode() -> None:
