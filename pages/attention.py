@@ -125,7 +125,7 @@ def one_head_section(key: tuple, kind: str, layer: int, head: int) -> None:
         st.caption(
             "Grey hatched cells are masked: while producing a word the decoder may not look at later ones."
         )
-    common.csv_button(attention_csv(*key, kind), f"attention-{kind}")
+    common.csv_button(lambda: attention_csv(*key, kind), f"attention-{kind}")  # built only when clicked
 
 
 def steps_section(key: tuple, view: sup.TranslationView, layer: int, head: int) -> None:

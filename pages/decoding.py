@@ -12,7 +12,7 @@ from visformer import app_support as sup
 from visformer import decoding_figures as dfig
 from visformer import figures as fg
 from visformer.checkpoint import Checkpoint
-from visformer.decoding import STRATEGIES, DecodeResult, Translation, get_strategy
+from visformer.decoding import STRATEGIES, Translation, get_strategy, run_strategies
 from visformer.hosting import HostedLimits
 from visformer.model import AttentionMaps
 from visformer.validation import check_decoding_params, escape_markdown
@@ -33,35 +33,50 @@ SAMPLE_NOTE = "The token was drawn at random from the blue bars (the filtered, r
 # ---------------------------------------------------------------------------------------------
 
 
-def run_strategy(
-    ck: Checkpoint, sentence: str, strategy: str, params: dict[str, Any], n: int = 1
-) -> tuple[list[int], DecodeResult]:
-    """(source ids, result) of one strategy on n copies of the sentence (source cut to fit, then </s>)."""
-    src_tok, tgt_tok = ck.src_tokenizer, ck.tgt_tokenizer
+def source_ids(ck: Checkpoint, sentence: str, n: int = 1) -> tuple[list[int], torch.Tensor]:
+    """The sentence's source ids (cut to fit, then </s>) and n copies of them as a tensor (n, S)."""
+    src_tok = ck.src_tokenizer
     ids = src_tok.encode(sentence)[: ck.model_config.max_len - 1] + [src_tok.eos_id]
     device = next(ck.model.parameters()).device
-    src = torch.tensor([ids] * n, dtype=torch.long, device=device)  # (n, S)
-    return ids, get_strategy(strategy)(ck.model, src, bos_id=tgt_tok.bos_id, eos_id=tgt_tok.eos_id, **params)
+    return ids, torch.tensor([ids] * n, dtype=torch.long, device=device)
+
+
+Runs = tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]  # ((strategy, params), ...)
 
 
 @st.cache_data(max_entries=128, show_spinner="Decoding…")
-def decode(
-    path: str, stamp: float, sentence: str, strategy: str, params: tuple[tuple[str, Any], ...]
-) -> dfig.StrategyView:
-    """One strategy's output, steps and (beam) tree for one sentence.
+def decode_all(path: str, stamp: float, sentence: str, runs: Runs) -> list[dfig.StrategyView]:
+    """Each strategy's output, steps and (beam) tree for one sentence; greedy and samplers share one batch.
 
-    Runs the strategy alone: `translate()` would add a teacher-forced pass for the attention maps, which
+    Runs the strategies alone: `translate()` would add a teacher-forced pass for the attention maps, which
     this page never draws (about 14% of the CPU time of a comparison).
     """
     ck = common.load(path, stamp)
     src_tok, tgt_tok = ck.src_tokenizer, ck.tgt_tokenizer
-    src_ids, result = run_strategy(ck, sentence, strategy, dict(params))
-    tgt_ids = result.outputs[0].tokens
-    translation = Translation(
-        src_ids, src_tok.pieces(src_ids), tgt_ids, tgt_tok.pieces(tgt_ids), tgt_tok.decode(tgt_ids),
-        attention=AttentionMaps(), result=result, bos_id=tgt_tok.bos_id,
-    )  # fmt: skip
-    return dfig.strategy_view(translation, tgt_tok, strategy, dict(params))
+    src_ids, src = source_ids(ck, sentence)
+    results = run_strategies(
+        ck.model,
+        src,
+        [(name, dict(params)) for name, params in runs],
+        bos_id=tgt_tok.bos_id,
+        eos_id=tgt_tok.eos_id,
+    )
+    views = []
+    for (name, params), result in zip(runs, results, strict=True):
+        tgt_ids = result.outputs[0].tokens
+        translation = Translation(
+            src_ids, src_tok.pieces(src_ids), tgt_ids, tgt_tok.pieces(tgt_ids), tgt_tok.decode(tgt_ids),
+            attention=AttentionMaps(), result=result, bos_id=tgt_tok.bos_id,
+        )  # fmt: skip
+        views.append(dfig.strategy_view(translation, tgt_tok, name, dict(params)))
+    return views
+
+
+def decode(
+    path: str, stamp: float, sentence: str, strategy: str, params: tuple[tuple[str, Any], ...]
+) -> dfig.StrategyView:
+    """One strategy's view (cached through decode_all)."""
+    return decode_all(path, stamp, sentence, ((strategy, params),))[0]
 
 
 @st.cache_data(max_entries=32, show_spinner="Drawing samples…")
@@ -70,7 +85,11 @@ def samples(
 ) -> tuple[list[str], list[float]]:
     """n samples of one sampling strategy, drawn as one batch from one seeded generator: texts and log P."""
     ck = common.load(path, stamp)
-    _, result = run_strategy(ck, sentence, strategy, dict(params), n)
+    _, src = source_ids(ck, sentence, n)
+    tgt_tok = ck.tgt_tokenizer
+    result = get_strategy(strategy)(
+        ck.model, src, bos_id=tgt_tok.bos_id, eos_id=tgt_tok.eos_id, **dict(params)
+    )
     outputs = result.outputs
     return [ck.tgt_tokenizer.decode(o.tokens) for o in outputs], [float(o.best.logprob) for o in outputs]
 
@@ -246,12 +265,16 @@ def main() -> None:
             with column:
                 param_widgets(strategy, limits)
 
-    views = []
-    for strategy in selected:
-        try:
-            views.append(decode(*key, sentence, strategy, params_of(strategy, limits)))
-        except ValueError as exc:
-            st.error(f"{strategy}: {exc}")
+    runs = tuple((strategy, params_of(strategy, limits)) for strategy in selected)
+    try:
+        views = decode_all(*key, sentence, runs)
+    except ValueError:  # name the strategy whose parameters are wrong
+        views = []
+        for strategy, params in runs:
+            try:
+                views.append(decode(*key, sentence, strategy, params))
+            except ValueError as exc:
+                st.error(f"{strategy}: {exc}")
     if views:
         comparison_section(views, reference)
     if state.get("dec_tab") not in TABS:

@@ -191,3 +191,24 @@ def test_invalid_decoding_parameters_fall_back(env) -> None:  # noqa: F811 (fixt
     at.run()
     assert not at.exception
     assert at.slider(key="dec_n").value == 10 and at.number_input(key="dec_seed").value == 0
+
+
+def test_greedy_and_the_samplers_share_one_decoding_batch(page, monkeypatch) -> None:
+    """A comparison decodes greedy and every sampler together: one batched decoding, a row per strategy."""
+    import visformer.decoding
+
+    calls: list[int] = []
+    original = visformer.decoding._generate
+
+    def counting(model, src, *args, **kwargs):
+        calls.append(src.shape[0])
+        return original(model, src, *args, **kwargs)
+
+    monkeypatch.setattr(visformer.decoding, "_generate", counting)
+    at = page.run()
+    at.multiselect(key="dec_strategies").set_value(["greedy", "temperature", "top-k", "top-p", "beam"]).run()
+    calls.clear()
+    at.text_input(key="sentence").input("z q w k q").run()  # a sentence no other test decodes
+    assert not at.exception, [e.value for e in at.exception]
+    assert calls == [4]  # one decoding for four strategies (beam search runs its own loop)
+    assert len(at.dataframe[0].value) == 5

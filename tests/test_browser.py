@@ -241,6 +241,22 @@ def test_decoder_view_from_a_link(server: str, browser) -> None:
         page.close()
 
 
+def test_attention_csv_download_is_built_on_click(server: str, browser) -> None:
+    """The CSV is made only when the button is clicked, and the file holds every weight of the view."""
+    page, errors = _open(browser, server + "/")
+    try:
+        _visible_charts(page, 2)
+        with page.expect_download(timeout=WAIT_MS) as download:
+            page.get_by_role("button", name="Download attention as CSV").click()
+        text = Path(download.value.path()).read_text(encoding="utf-8")
+        header, *rows = text.strip().splitlines()
+        assert "layer" in header and "head" in header and "weight" in header, header
+        assert len(rows) >= 4
+        assert not errors, errors
+    finally:
+        page.close()
+
+
 def test_positional_encoding_page(server: str, browser) -> None:
     page, errors = _open(browser, server + "/positional_encoding?pe_d=16&pe_pos=7&pe_pair=3&pe_k=4")
     try:

@@ -19,6 +19,7 @@ from visformer.decoding import (
     get_strategy,
     greedy,
     length_penalty,
+    run_strategies,
     sample,
     top_k_filter,
     top_p_filter,
@@ -424,3 +425,38 @@ def test_translate_passes_the_head_mask_through() -> None:
         assert torch.allclose(got, want)
     plain = translate(model, tok, tok, "w4 w8 w9", max_len=8)
     assert plain.result.outputs[0].steps[0].probs != tr.result.outputs[0].steps[0].probs
+
+
+RUNS = [
+    ("greedy", {}),
+    ("temperature", {"temperature": 1.5, "seed": 3}),
+    ("top-k", {"top_k": 3, "seed": 4}),
+    ("beam", {"beam_size": 3}),
+    ("top-p", {"top_p": 0.8, "seed": 5}),
+    ("sample", {"temperature": 0.7, "top_k": 5, "top_p": 0.9, "seed": 6, "max_len": 4}),
+]
+
+
+def test_run_strategies_shares_a_batch_and_equals_each_run_alone() -> None:
+    model = make_model(seed=2)
+    src = make_src(7, batch=1)
+    together = run_strategies(model, src, RUNS, eos_id=EOS)
+    assert [r.strategy for r in together] == [name for name, _ in RUNS]
+    for (name, params), result in zip(RUNS, together, strict=True):
+        alone = STRATEGIES[name](model, src, eos_id=EOS, **params)
+        assert result.outputs[0].tokens == alone.outputs[0].tokens, name
+        assert result.outputs[0].best.logprob == pytest.approx(alone.outputs[0].best.logprob, abs=1e-4), name
+        steps = [(s.candidates, s.kept, s.n_kept) for s in result.outputs[0].steps]
+        assert steps == [(s.candidates, s.kept, s.n_kept) for s in alone.outputs[0].steps], name
+        assert result.params == alone.params, name
+    assert len(together[-1].outputs[0].tokens) <= 4  # its own max_len, decoded in its own group
+
+
+def test_run_strategies_errors_are_clear() -> None:
+    model = make_model()
+    with pytest.raises(ValueError, match="one sentence"):
+        run_strategies(model, make_src(0, batch=2), [("greedy", {})])
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        run_strategies(model, make_src(0, batch=1), [("greedy", {}), ("temperature", {"temperature": 0})])
+    with pytest.raises(ValueError, match="fixes"):
+        run_strategies(model, make_src(0, batch=1), [("top-k", {"top_p": 0.5})])

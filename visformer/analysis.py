@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import torch
 
 from .model import (
@@ -21,6 +21,9 @@ from .model import (
     positional_encoding,
 )
 from .tasks import TaskExample, alignment_score
+
+if TYPE_CHECKING:
+    import pandas as pd  # imported where a table is built: not needed by the first page
 
 KINDS = ("encoder", "decoder", "cross")
 KIND_TITLES = {
@@ -61,6 +64,8 @@ def attention_frame(
     stack: np.ndarray, query_labels: list[str], key_labels: list[str], kind: str
 ) -> pd.DataFrame:
     """Long table (kind, layer, head, query, key, weight) of a (layers, heads, q, k) stack, for CSV."""
+    import pandas as pd
+
     n_layers, n_heads, n_q, n_k = stack.shape
     if len(query_labels) != n_q or len(key_labels) != n_k:
         raise ValueError(f"labels ({len(query_labels)}, {len(key_labels)}) do not match maps ({n_q}, {n_k})")
@@ -130,6 +135,8 @@ def pattern_scores(weights: np.ndarray) -> dict[str, float]:
 
 def head_statistics(stack: np.ndarray, alignment: list[int] | None = None) -> pd.DataFrame:
     """One row per (layer, head): mean entropy, its ratio to uniform, pattern scores, task alignment hits."""
+    import pandas as pd
+
     n_layers, n_heads, _, n_keys = stack.shape
     rows = []
     for layer in range(n_layers):
@@ -351,6 +358,8 @@ def saturation_example(d_k: int, n_keys: int = 8, seed: int = 0) -> tuple[np.nda
 
 def saturation_curve(d_ks: list[int], n_keys: int = 8, trials: int = 200, seed: int = 0) -> pd.DataFrame:
     """Mean largest softmax weight and entropy vs d_k, with and without the 1/√d_k scaling."""
+    import pandas as pd
+
     rng = np.random.default_rng(seed)
     rows = []
     for d_k in d_ks:

@@ -472,7 +472,10 @@ def average_checkpoints(
     with torch.no_grad():
         for name, mean in means.items():
             states[-1][name].copy_(mean)
-    info = {**_carried_info(last), "averaged": [{"name": c.name, "steps": c.info.get("steps")} for c in ckpts]}
+    info = {
+        **_carried_info(last),
+        "averaged": [{"name": c.name, "steps": c.info.get("steps")} for c in ckpts],
+    }
     info.pop("test", None)  # the scores of the last checkpoint do not describe the average
     return _save_loaded(last, out, info, half)
 

@@ -13,7 +13,7 @@ target tokens (eos included), capped by the model's max_len.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -206,7 +206,9 @@ def _check_src(model: Transformer, src: Tensor) -> None:
         )
 
 
-Chooser = Callable[[Tensor], tuple[Tensor, Filtered]]  # logits (A, V) -> token (A,), filtered
+Chooser = Callable[
+    [Tensor, Tensor], tuple[Tensor, Filtered]
+]  # logits (A, V), rows (A,) -> token (A,), filtered
 
 
 def _generate(
@@ -235,7 +237,7 @@ def _generate(
         logits = model.decode(tokens, encoded, cache=cache, head_mask=head_mask).logits[:, -1]  # (A, V)
         logits = _forbid_specials(logits.float(), pad_id, bos_id)
         log_probs = torch.log_softmax(logits, dim=-1)  # (A, V)
-        token, filtered = choose(logits)  # (A,)
+        token, filtered = choose(logits, rows)  # (A,)
         running += log_probs.gather(1, token[:, None]).squeeze(1)
         _record(recs, rows, token, log_probs, filtered, running, n_candidates)
         done = (token == eos_id).cpu() | (t >= limits[rows])  # (A,)
@@ -290,6 +292,27 @@ def _output(rec: dict[str, list], eos_id: int) -> Output:
 # ---------------------------------------------------------------------------------------------
 
 
+def _choose_greedy(logits: Tensor, rows: Tensor | None = None) -> tuple[Tensor, Filtered]:
+    """The most probable token of each row of logits (A, V) (ties: the lower id), as a one-token filter."""
+    token = logits.argmax(dim=-1)  # (A,) first maximum
+    kept = torch.zeros_like(logits, dtype=torch.bool).scatter_(1, token[:, None], True)
+    return token, Filtered(kept.to(logits.dtype), kept)
+
+
+def _sampling_generator(
+    temperature: float, top_k: int, top_p: float, seed: int | None, device: torch.device
+) -> tuple[torch.Generator, int]:
+    """Check the sampling parameters (clear errors) and make the seeded generator: (generator, seed)."""
+    apply_temperature(torch.zeros(1), temperature)  # fail early and clearly on temperature <= 0
+    if top_k < 0:
+        raise ValueError(f"top_k must be >= 0 (0 switches it off), got {top_k}")
+    top_p_filter(torch.zeros(1), top_p)  # validates p
+    generator = torch.Generator(device=device)
+    seed = generator.seed() if seed is None else seed
+    generator.manual_seed(seed)
+    return generator, seed
+
+
 @torch.no_grad()
 def greedy(
     model: Transformer,
@@ -303,13 +326,8 @@ def greedy(
 ) -> DecodeResult:
     """Pick the most probable token at every step (ties: the lower id) for each sentence of src (B, S)."""
 
-    def choose(logits: Tensor) -> tuple[Tensor, Filtered]:
-        token = logits.argmax(dim=-1)  # (A,) first maximum
-        kept = torch.zeros_like(logits, dtype=torch.bool).scatter_(1, token[:, None], True)
-        return token, Filtered(kept.to(logits.dtype), kept)
-
     outputs = _generate(
-        model, src, choose, max_len=max_len, bos_id=bos_id, eos_id=eos_id, head_mask=head_mask,
+        model, src, _choose_greedy, max_len=max_len, bos_id=bos_id, eos_id=eos_id, head_mask=head_mask,
         n_candidates=n_candidates,
     )  # fmt: skip
     return DecodeResult("greedy", {"max_len": max_len}, outputs)
@@ -331,15 +349,9 @@ def sample(
     n_candidates: int = N_CANDIDATES,
 ) -> DecodeResult:
     """Draw each token from the filtered distribution (temperature → top-k → top-p); a seed repeats it."""
-    apply_temperature(torch.zeros(1), temperature)  # fail early and clearly on temperature <= 0
-    if top_k < 0:
-        raise ValueError(f"top_k must be >= 0 (0 switches it off), got {top_k}")
-    top_p_filter(torch.zeros(1), top_p)  # validates p
-    generator = torch.Generator(device=src.device)
-    seed = generator.seed() if seed is None else seed
-    generator.manual_seed(seed)
+    generator, seed = _sampling_generator(temperature, top_k, top_p, seed, src.device)
 
-    def choose(logits: Tensor) -> tuple[Tensor, Filtered]:
+    def choose(logits: Tensor, rows: Tensor) -> tuple[Tensor, Filtered]:
         filtered = filter_distribution(logits, temperature, top_k, top_p)
         return draw(filtered.probs, generator), filtered
 
@@ -542,12 +554,16 @@ class Strategy:
         """Default values of the exposed parameters."""
         return {p.name: int(p.default) if p.is_int else p.default for p in self.params}
 
-    def __call__(self, model: Transformer, src: Tensor, **params: Any) -> DecodeResult:
-        """Run on src (B, S) with defaults, the fixed values and `params` (exposed or decoding options)."""
+    def resolve(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Defaults, then the fixed values, then `params` (refusing to override a fixed value)."""
         clash = sorted(set(params) & set(self.fixed))
         if clash:
             raise ValueError(f"strategy '{self.name}' fixes {', '.join(clash)}; choose another strategy")
-        result = self.fn(model, src, **{**self.defaults(), **self.fixed, **params})
+        return {**self.defaults(), **self.fixed, **params}
+
+    def __call__(self, model: Transformer, src: Tensor, **params: Any) -> DecodeResult:
+        """Run on src (B, S) with defaults, the fixed values and `params` (exposed or decoding options)."""
+        result = self.fn(model, src, **self.resolve(params))
         result.strategy = self.name
         return result
 
@@ -596,6 +612,69 @@ STRATEGIES: dict[str, Strategy] = {
         Strategy("top-p", sample, (_TOP_P, _SEED), "nucleus sampling", {"temperature": 1.0, "top_k": 0}),
     )
 }
+
+
+@torch.no_grad()
+def run_strategies(
+    model: Transformer,
+    src: Tensor,
+    runs: Sequence[tuple[str, Mapping[str, Any]]],
+    *,
+    bos_id: int = BOS_ID,
+    eos_id: int = EOS_ID,
+    head_mask: HeadMask | None = None,
+) -> list[DecodeResult]:
+    """Several (strategy, params) runs on one sentence src (1, S), one DecodeResult each.
+
+    Greedy and sampling runs share one batch, a row each, so they cost about one decoding instead of one
+    each; every row keeps its own rule and seeded generator, so each result equals running it alone.
+    Beam search runs on its own.
+    """
+    if src.dim() != 2 or src.shape[0] != 1:
+        raise ValueError(f"run_strategies decodes one sentence, src (1, S); got shape {tuple(src.shape)}")
+    results: list[DecodeResult | None] = [None] * len(runs)
+    groups: dict[tuple, list[tuple[int, dict[str, Any]]]] = {}
+    for i, (name, params) in enumerate(runs):
+        strategy = get_strategy(name)
+        merged = strategy.resolve(params)
+        if strategy.fn in (greedy, sample):
+            options = (merged.pop("max_len", None), merged.pop("n_candidates", N_CANDIDATES))
+            groups.setdefault(options, []).append((i, merged))
+        else:
+            results[i] = strategy(model, src, bos_id=bos_id, eos_id=eos_id, head_mask=head_mask, **params)
+    for (max_len, n_candidates), members in groups.items():
+        choosers = [_row_chooser(runs[i][0], merged, src.device) for i, merged in members]
+
+        def choose(logits: Tensor, rows: Tensor, choosers: list = choosers) -> tuple[Tensor, Filtered]:
+            picked = [choosers[r][0](logits[a : a + 1]) for a, r in enumerate(rows.tolist())]
+            token = torch.cat([t for t, _ in picked])  # (A,)
+            probs = torch.cat([f.probs for _, f in picked])  # (A, V)
+            return token, Filtered(probs, torch.cat([f.kept for _, f in picked]))
+
+        batch = src.expand(len(members), -1)  # (R, S): one row per run
+        outputs = _generate(
+            model, batch, choose, max_len=max_len, bos_id=bos_id, eos_id=eos_id, head_mask=head_mask,
+            n_candidates=n_candidates,
+        )  # fmt: skip
+        for (i, _), output, (_, params) in zip(members, outputs, choosers, strict=True):
+            results[i] = DecodeResult(runs[i][0], {**params, "max_len": max_len}, [output])
+    return [r for r in results if r is not None]
+
+
+def _row_chooser(
+    name: str, params: dict[str, Any], device: torch.device
+) -> tuple[Callable[[Tensor], tuple[Tensor, Filtered]], dict[str, Any]]:
+    """The token rule of one run of run_strategies for logits (1, V), and the parameters it records."""
+    if get_strategy(name).fn is greedy:
+        return _choose_greedy, {}
+    t, k, p = params["temperature"], params["top_k"], params["top_p"]
+    generator, seed = _sampling_generator(t, k, p, params.get("seed"), device)
+
+    def choose(logits: Tensor) -> tuple[Tensor, Filtered]:
+        filtered = filter_distribution(logits, t, k, p)
+        return draw(filtered.probs, generator), filtered
+
+    return choose, {"temperature": t, "top_k": k, "top_p": p, "seed": seed}
 
 
 def get_strategy(name: str) -> Strategy:

@@ -9,14 +9,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 
 from .decoding import BeamNode, Step, Translation
 from .figures import _layout, escape
+
+if TYPE_CHECKING:
+    import pandas as pd  # imported where a table is built: not needed by the first page
 
 MODEL_COLOR = "#c9d3e0"  # the model's probabilities, before filters
 KEPT_COLOR = "#3b75af"  # survivors of the filters (beam: became a beam)
@@ -205,6 +207,8 @@ def diversity(texts: Sequence[str]) -> Diversity:
 
 def comparison_table(views: Sequence[StrategyView], reference: str = "") -> pd.DataFrame:
     """One row per strategy: output, log P, log P per token, length, and BLEU when a reference is given."""
+    import pandas as pd
+
     rows = []
     for v in views:
         row = {

@@ -6,10 +6,14 @@ Masked cells (the decoder's future positions) are left empty and covered by a gr
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
+
+if TYPE_CHECKING:
+    import pandas as pd  # imported where a table is built: not needed by the first page
 
 ATTENTION_SCALE = "Blues"
 DIVERGING_SCALE = "RdBu"
