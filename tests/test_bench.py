@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -100,7 +101,14 @@ def test_time_to_learn_keeps_the_task_and_stops_at_exact_match() -> None:
     from bench.bench_time_to_learn import LearnSettings, time_to_learn
 
     settings = LearnSettings(
-        d_model=16, n_heads=2, layers=1, d_ff=32, max_tokens=256, threads=1, eval_every=5
+        d_model=16,
+        n_heads=2,
+        encoder_layers=1,
+        decoder_layers=1,
+        d_ff=32,
+        max_tokens=256,
+        threads=1,
+        eval_every=5,
     )
     config = settings.train_config(seed=0, limit_s=1.0)
     assert config.stop_at_exact_match == 1.0 and config.label_smoothing == 0.0
@@ -109,6 +117,18 @@ def test_time_to_learn_keeps_the_task_and_stops_at_exact_match() -> None:
     assert result.curve and all(0.0 <= e <= 1.0 for _, e in result.curve)
     assert result.step >= 5 and result.wall_s >= result.train_s > 0
     assert result.solved == (result.exact_match >= 1.0)
+
+
+def test_best_settings_are_the_train_pages_toy_recipe() -> None:
+    from bench.bench_time_to_learn import BEST
+    from visformer import jobs
+
+    spec = jobs.toy_spec("toy", seed=2)
+    assert BEST.model_config(30) == spec.size.config(30, 30, spec.max_len, spec.dropout)
+    assert BEST.train_config(seed=2, limit_s=60.0) == replace(
+        spec.train, steps=100_000, log_every=25, n_snapshots=0, time_limit_s=60.0, threads=BEST.threads
+    )
+    assert spec.source.n_train == 20_000 and spec.source.n_valid == 200
 
 
 def test_app_bench_helpers() -> None:

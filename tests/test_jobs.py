@@ -174,3 +174,20 @@ def test_find_and_read_corpora_on_disk(tmp_path: Path) -> None:
         Pair("eine Katze", "a cat")
     ]
     assert jobs.find_corpora(tmp_path / "missing") == []
+
+
+def test_model_size_can_have_a_shallower_pre_ln_decoder() -> None:
+    assert TINY.config(30, 30, 24).n_decoder_layers == 1 and not TINY.config(30, 30, 24).norm_first
+    size = jobs.ModelSize(d_model=16, n_heads=2, n_layers=2, d_ff=32, n_decoder_layers=1, norm_first=True)
+    config = size.config(30, 30, 24)
+    assert (config.n_encoder_layers, config.n_decoder_layers, config.norm_first) == (2, 1, True)
+    assert jobs.check_spec(jobs.RunSpec("deep-encoder", jobs.TaskSource("copy"), size, QUICK), LIMITS, 30) > 0
+
+
+def test_toy_recipe_stops_at_exact_match_without_dropout_or_smoothing() -> None:
+    spec = jobs.toy_spec("toy", seed=3)
+    assert spec.train.stop_at_exact_match == 1.0 and spec.train.label_smoothing == 0.0 and spec.dropout == 0.0
+    assert spec.train.seed == 3 and spec.source == jobs.TaskSource("reverse", n_train=20_000, n_valid=200)
+    config = spec.size.config(30, 30, spec.max_len, spec.dropout)
+    assert (config.n_encoder_layers, config.n_decoder_layers, config.norm_first) == (2, 1, True)
+    assert jobs.check_spec(spec, LIMITS, jobs.TaskSource("reverse").vocab_size) < 200_000
