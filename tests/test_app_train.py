@@ -109,3 +109,23 @@ def test_custom_sizes_stay_within_hosted_limits(env, monkeypatch) -> None:  # no
     assert max(at.select_slider(key="train_steps").options, key=int) == "2000"
     assert any(m.label == "Parameters" for m in at.metric)
     assert not at.exception and not at.error
+
+
+def test_fast_recipe_starts_the_benchmark_recipe(env) -> None:  # noqa: F811 (fixture imported above)
+    """The Fast recipe button trains with jobs.toy_spec (the bench's reverse-task recipe), whatever the sliders say."""
+    from visformer import jobs
+
+    name = f"apptest-{uuid.uuid4().hex[:8]}"
+    at = open_page(TRAIN)
+    at.radio(key="train_source").set_value("Built-in task").run()
+    at.selectbox(key="train_task").set_value("reverse").run()
+    at.radio(key="train_size").set_value("base").run()
+    at.text_input(key="train_name").input(name).run()
+    at.button(key="train_fast").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    job = jobs.REGISTRY.get(at.session_state["_train_owner"])
+    expected = jobs.toy_spec(name, "reverse", job.spec.train.steps, 0)
+    assert job.spec == expected and job.spec.train.stop_at_exact_match == 1.0
+    assert job.spec.size.decoder_layers == 1 and job.spec.size.norm_first
+    job.stop()
+    poll(at, lambda at: not job.active)
