@@ -96,8 +96,8 @@ def header(info: dict[str, str], quick: bool, seconds: float) -> str:
         "|---|---|",
         *(f"| {k} | {v} |" for k, v in info.items()),
         "",
-        "The 2 cores are shared with other agents' jobs (see the load average above; the long training runs "
-        "had finished), so absolute times are noisy; ratios from alternating runs are the figures to trust.",
+        "The machine may be shared with other jobs (see the load average above), so absolute times are noisy; "
+        "ratios from alternating runs are the figures to trust. Sections keep the date of their own run.",
         "",
     ]
     return "\n".join(lines)
