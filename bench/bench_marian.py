@@ -79,7 +79,8 @@ def marian_generate(model, src: Tensor, new_tokens: int, beams: int) -> Callable
 
 
 def library_strategies(model: Transformer, src: Tensor, new_tokens: int) -> dict[str, Callable[[], object]]:
-    """visformer.decoding's greedy and beam-4 (with their traces) when that module exists.
+    """visformer.decoding's greedy and beam-4 (with their traces; greedy also without, as bulk translation runs)
+    when that module exists.
 
     eos_id=-1 never matches, so they generate exactly `new_tokens` tokens like the forced peer.
     """
@@ -89,6 +90,9 @@ def library_strategies(model: Transformer, src: Tensor, new_tokens: int) -> dict
         return {}
     return {
         "decoding.greedy": lambda: greedy(model, src, max_len=new_tokens, eos_id=-1),
+        "decoding.greedy, no trace": lambda: greedy(
+            model, src, max_len=new_tokens, eos_id=-1, n_candidates=0
+        ),
         "decoding.beam_search (4)": lambda: beam_search(
             model, src, beam_size=4, max_len=new_tokens, eos_id=-1
         ),

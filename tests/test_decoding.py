@@ -460,3 +460,17 @@ def test_run_strategies_errors_are_clear() -> None:
         run_strategies(model, make_src(0, batch=1), [("greedy", {}), ("temperature", {"temperature": 0})])
     with pytest.raises(ValueError, match="fixes"):
         run_strategies(model, make_src(0, batch=1), [("top-k", {"top_p": 0.5})])
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "beam", "top-k"])
+def test_no_trace_gives_the_same_output_without_candidates(strategy: str) -> None:
+    """n_candidates=0 (bulk translation) changes nothing but the recorded candidates."""
+    model, src = make_model(seed=3), make_src(5)
+    params = {"seed": 1} if strategy == "top-k" else {}
+    traced = STRATEGIES[strategy](model, src, max_len=10, **params).outputs
+    bare = STRATEGIES[strategy](model, src, max_len=10, n_candidates=0, **params).outputs
+    assert [o.tokens for o in bare] == [o.tokens for o in traced]
+    assert [o.best.logprob for o in bare] == pytest.approx([o.best.logprob for o in traced])
+    if strategy != "beam":
+        assert all(step.candidates == [] and step.n_kept == 0 for o in bare for step in o.steps)
+        assert any(step.candidates for o in traced for step in o.steps)

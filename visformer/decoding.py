@@ -261,22 +261,30 @@ def _record(
     running: Tensor,
     n_candidates: int,
 ) -> None:
-    """Append one step's trace (top candidates, kept set, choice) to each active sentence's record."""
-    top_logp, top_i = log_probs.topk(min(n_candidates, log_probs.shape[-1]), dim=-1)  # (A, n)
+    """Append one step's trace (top candidates, kept set, choice) to each active sentence's record.
+
+    n_candidates 0 records only the choice and its probabilities (no candidates, n_kept 0): for bulk
+    translation, where nobody looks at the trace.
+    """
     columns = {
         "token": token,
         "token_prob": log_probs.gather(1, token[:, None]).squeeze(1).exp(),
         "logprob": running,
-        "candidates": top_i,
-        "probs": top_logp.exp(),
-        "filtered": filtered.probs.gather(1, top_i),
-        "kept": filtered.kept.gather(1, top_i),
-        "n_kept": filtered.kept.count_nonzero(dim=1),
     }
+    if n_candidates > 0:
+        top_logp, top_i = log_probs.topk(min(n_candidates, log_probs.shape[-1]), dim=-1)  # (A, n)
+        columns |= {
+            "candidates": top_i,
+            "probs": top_logp.exp(),
+            "filtered": filtered.probs.gather(1, top_i),
+            "kept": filtered.kept.gather(1, top_i),
+            "n_kept": filtered.kept.count_nonzero(dim=1),
+        }
     lists = {name: col.tolist() for name, col in columns.items()}
+    empty = {name: [] for name in ("candidates", "probs", "filtered", "kept")} | {"n_kept": 0}
     for a, row in enumerate(rows.tolist()):
         for name in _STEP_FIELDS:
-            recs[row][name].append(lists[name][a])
+            recs[row][name].append(lists[name][a] if name in lists else empty[name])
 
 
 def _output(rec: dict[str, list], eos_id: int) -> Output:
@@ -423,7 +431,8 @@ def beam_search(
         top_scores, flat = extended.view(len(active), k * vocab).topk(k, dim=-1)  # (A, K)
         parent, token = flat // vocab, flat % vocab
         seqs = torch.cat([seqs.gather(1, parent[:, :, None].expand(-1, -1, t - 1)), token[:, :, None]], dim=2)
-        offer_p, offer_i = log_probs.exp().topk(min(n_candidates, vocab), dim=-1)  # (A, K, n)
+        offer_logp, offer_i = log_probs.topk(min(n_candidates, vocab), dim=-1)  # (A, K, n)
+        offer_p = offer_logp.exp()
         scores = _beam_step(
             records, active, t, alpha, eos_id, top_scores, parent, token, seqs, offer_i, offer_p
         )

@@ -210,7 +210,7 @@ def translate_batch(
     pairs = [(src_tok.encode(text)[:room], []) for text in texts]
     src = make_batch(pairs, src_tok.pad_id, tgt_tok.bos_id, src_tok.eos_id).src  # (B, S)
     src = src.to(next(model.parameters()).device)
-    ids = dict(max_len=2 * src.shape[1] + 10, bos_id=tgt_tok.bos_id, eos_id=tgt_tok.eos_id, n_candidates=1)
+    ids = dict(max_len=2 * src.shape[1] + 10, bos_id=tgt_tok.bos_id, eos_id=tgt_tok.eos_id, n_candidates=0)
     if beam_size <= 1:
         result = greedy(model, src, **ids)
     else:
