@@ -281,11 +281,8 @@ def peak_rss_mib() -> float:
     VmHWM belongs to the process's own memory map. ru_maxrss does not: Linux carries it over fork and exec,
     so a child of a large bench process (e.g. after the scaling section) would report its parent's peak.
     """
-    status = Path("/proc/self/status")
-    if status.exists():
-        for line in status.read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024  # kB
+    if Path("/proc/self/status").exists():
+        return proc_memory_mib(os.getpid())[1]
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -7,17 +7,16 @@ Skipped when chromium is missing, except in CI (env CI set), where that is a fai
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote_plus
 
 import pytest
 
+from bench.bench_app import free_port, healthy
 from visformer.checkpoint import list_checkpoints
 
 pytestmark = pytest.mark.browser
@@ -48,22 +47,6 @@ def _chromium_or_skip() -> str:
     pytest.skip(f"{CHROMIUM} not installed")
 
 
-def _free_port() -> int:
-    """A free TCP port on the loopback interface."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _healthy(url: str) -> bool:
-    """True when Streamlit answers its health check."""
-    try:
-        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
-
-
 def _tiny_checkpoint(root: Path) -> None:
     """A small reverse-task checkpoint for when no shipped checkpoint exists yet."""
     from tests.test_app import make_checkpoint
@@ -82,7 +65,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         shipped = tmp_path_factory.mktemp("shipped")
         _tiny_checkpoint(shipped)
         env["VISFORMER_CHECKPOINTS"] = str(shipped)
-    port = _free_port()
+    port = free_port()
     log = (tmp_path_factory.mktemp("server") / "streamlit.log").open("w")
     cmd = [
         sys.executable, "-m", "streamlit", "run", "app.py",
@@ -96,7 +79,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + STARTUP_S
-        while not _healthy(url):
+        while not healthy(url):
             if proc.poll() is not None:
                 pytest.fail(f"streamlit exited with code {proc.returncode}; see {log.name}")
             if time.monotonic() > deadline:
