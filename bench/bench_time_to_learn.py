@@ -47,20 +47,12 @@ class LearnSettings:
     eval_every: int = 50
 
     def model_config(self, vocab_size: int) -> ModelConfig:
-        """The model: no dropout, shared embeddings (one symbol vocabulary)."""
-        return ModelConfig(
-            src_vocab_size=vocab_size,
-            tgt_vocab_size=vocab_size,
-            d_model=self.d_model,
-            n_heads=self.n_heads,
-            n_encoder_layers=self.encoder_layers,
-            n_decoder_layers=self.decoder_layers,
-            d_ff=self.d_ff,
-            dropout=0.0,
-            max_len=64,
-            norm_first=self.norm_first,
-            share_embeddings=True,
-        )
+        """The model: no dropout, shared embeddings (one symbol vocabulary), built as the Train page builds it."""
+        from visformer.jobs import ModelSize
+
+        size = ModelSize(self.d_model, self.n_heads, self.encoder_layers, self.d_ff,
+                         n_decoder_layers=self.decoder_layers, norm_first=self.norm_first)  # fmt: skip
+        return size.config(vocab_size, vocab_size, max_len=64, dropout=0.0)
 
     def train_config(self, seed: int, limit_s: float) -> TrainConfig:
         """Paper recipe (Adam 0.9/0.98, Noam) without label smoothing, stopping at 100% exact match."""
