@@ -18,7 +18,9 @@ from urllib.parse import quote
 
 import streamlit as st
 
-from pages import common
+from pages import _loading as loading
+from pages import _state as session
+from pages import _widgets as widgets
 from visformer.utils import resolve_device
 
 ROOT = Path(__file__).resolve().parent
@@ -71,6 +73,12 @@ PAGES = [
         ":material/movie:",
         "Replay training: how the probe sentences' attention looked at each saved step, beside the loss.",
     ),
+    PageInfo(
+        "pages/lesson.py",
+        "Lesson",
+        ":material/school:",
+        "A guided path through the lecture, on your own sentence.",
+    ),
 ]
 
 CREDITS = """
@@ -85,17 +93,17 @@ def sidebar(about: str) -> None:
     """Checkpoint picker, device, what this page shows, data credits."""
     with st.sidebar:
         st.caption(about)
-        options = common.choices()
+        options = loading.choices()
         if options:
             keys = [c.key for c in options]
             if st.session_state.get("checkpoint") not in keys:
-                st.session_state["checkpoint"] = common.current_choice().key
+                st.session_state["checkpoint"] = loading.current_choice().key
             labels = {c.key: c.label for c in options}
             st.selectbox(
                 "Checkpoint",
                 keys,
                 key="checkpoint",
-                persist_state=common.PERSIST,
+                persist_state=session.PERSIST,
                 format_func=labels.get,
                 help="Shipped models from checkpoints/ and your own from user_checkpoints/.",
                 on_change=_checkpoint_changed,
@@ -103,7 +111,7 @@ def sidebar(about: str) -> None:
         else:
             st.info("No checkpoint found yet.")
         st.caption(f"Device: `{resolve_device('auto')}`")
-        common.checkpoint_transfer(common.current_choice())
+        widgets.checkpoint_transfer(loading.current_choice())
         st.divider()
         st.caption(CREDITS)
 
@@ -120,7 +128,7 @@ def _checkpoint_changed() -> None:
 def main() -> None:
     """Build the frame and run the chosen page."""
     st.set_page_config(page_title="visformer", page_icon=FAVICON, layout="wide")
-    common.init_state()
+    session.init_state()
     pages = [p for p in PAGES if (ROOT / p.file).exists()]
     nav = st.navigation([st.Page(p.file, title=p.title, icon=p.icon) for p in pages])
     about = {p.title: p.about for p in pages}.get(nav.title, "")

@@ -157,9 +157,9 @@ def cold_start(browser, env: dict[str, str]) -> ColdStart:
 
 
 HEAVY_IMPORTS = (
-    "torch, numpy, pandas, plotly.graph_objects, visformer.analysis, visformer.app_support, visformer.archive, "
-    "visformer.checkpoint, visformer.decoding, visformer.figures, visformer.hosting, "
-    "visformer.validation"
+    "torch, numpy, pandas, plotly.graph_objects, visformer.explain.analysis, visformer.explain.views, visformer.classroom.archive, "
+    "visformer.checkpoint, visformer.decoding, visformer.explain.attention, visformer.classroom.hosting, "
+    "visformer.classroom.inputs"
 )
 
 
@@ -193,7 +193,7 @@ def cold_starts(n: int, env: dict[str, str]) -> tuple[list[ColdStart], str]:
 
 def default_checkpoint() -> tuple[str, str | None] | None:
     """(name, task) of the checkpoint the app opens with, or None when there is none."""
-    from visformer.app_support import default_choice, discover_checkpoints
+    from visformer.classroom.catalogue import default_choice, discover_checkpoints
 
     choice = default_choice(discover_checkpoints())
     if choice is None:

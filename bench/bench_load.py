@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import socket
 import statistics
 import subprocess
@@ -41,6 +42,9 @@ CHROMIUM_ARGS = [
 ]  # fmt: skip
 EXCEPTION = '[data-testid="stException"]'
 RUNNING = '[data-testid="stStatusWidget"]'
+# The Train page's message once a run is saved (case-sensitive, so the Fast recipe's "saved as NAME" caption
+# does not match before the run has ended).
+SAVED = re.compile(r"Saved as .+ after [\d,]+ steps")
 WAIT_MS = 240_000  # a bound on any one wait (a hung session fails instead of blocking forever)
 
 
@@ -300,7 +304,7 @@ async def trainer(browser, base: str, i: int, names: list[str], saved: asyncio.E
 
         async def train() -> None:
             await page.get_by_role("button", name="Start training").click()
-            await page.get_by_text("Saved as").first.wait_for(timeout=WAIT_MS)
+            await page.get_by_text(SAVED).first.wait_for(timeout=WAIT_MS)
             await settle(page)
 
         await timed(report, "train (to saved checkpoint)", train())

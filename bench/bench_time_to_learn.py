@@ -23,11 +23,13 @@ from visformer.utils import seed_everything
 from .common import SHIPPED, Section, Stat
 
 if TYPE_CHECKING:
-    from visformer.training import TrainConfig
+    from visformer.config import TrainConfig
+    from visformer.training import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "multi30k"
 TARGET_S = 60.0
+MEASURED = dict(steps=100_000, n_snapshots=0)  # a measured run ends at 100% exact match or its time limit
 
 
 @dataclass(frozen=True)
@@ -47,31 +49,28 @@ class LearnSettings:
     eval_every: int = 50
 
     def model_config(self, vocab_size: int) -> ModelConfig:
-        """The model: no dropout, shared embeddings (one symbol vocabulary), built as the Train page builds it."""
-        from visformer.jobs import ModelSize
+        """The model of the toy recipe (recipes.TOY: no dropout, max_len 64) at these sizes, shared embeddings."""
+        from visformer import recipes
 
-        size = ModelSize(self.d_model, self.n_heads, self.encoder_layers, self.d_ff,
-                         n_decoder_layers=self.decoder_layers, norm_first=self.norm_first)  # fmt: skip
-        return size.config(vocab_size, vocab_size, max_len=64, dropout=0.0)
+        size = recipes.ModelSize(self.d_model, self.n_heads, self.encoder_layers, self.d_ff,
+                                 n_decoder_layers=self.decoder_layers, norm_first=self.norm_first)  # fmt: skip
+        return replace(recipes.TOY, size=size).config(vocab_size, vocab_size)
 
     def train_config(self, seed: int, limit_s: float) -> TrainConfig:
-        """Paper recipe (Adam 0.9/0.98, Noam) without label smoothing, stopping at 100% exact match."""
-        from visformer.training import TrainConfig
+        """The toy recipe (recipes.TOY) with these settings; measured runs add a time limit and no snapshots."""
+        from visformer import recipes
 
-        return TrainConfig(
-            steps=100_000,
+        return replace(
+            recipes.TOY.train,
             max_tokens=self.max_tokens,
             warmup=self.warmup,
             lr_factor=self.lr_factor,
-            label_smoothing=0.0,
             eval_every=self.eval_every,
-            eval_examples=200,
             log_every=self.eval_every,
-            n_snapshots=0,
-            time_limit_s=limit_s,
             threads=self.threads,
             seed=seed,
-            stop_at_exact_match=1.0,
+            **MEASURED,
+            time_limit_s=limit_s,
         )
 
     def describe(self) -> str:
@@ -86,8 +85,19 @@ class LearnSettings:
         )
 
 
+def _best() -> LearnSettings:
+    """The settings of the toy recipe (recipes.TOY), which came out of the search below."""
+    from visformer.recipes import TOY
+
+    size, train = TOY.size, TOY.train
+    return LearnSettings(
+        size.d_model, size.n_heads, size.n_layers, size.decoder_layers, size.d_ff, size.norm_first,
+        train.max_tokens, train.warmup, train.lr_factor, train.threads or 1, train.eval_every,
+    )  # fmt: skip
+
+
 # Chosen from the search below: one decoder layer (a third cheaper per step and evaluation, as many steps).
-BEST = LearnSettings(decoder_layers=1, d_ff=128, max_tokens=1024, lr_factor=0.25, eval_every=25, threads=1)
+BEST = _best()
 
 
 @dataclass(frozen=True)
@@ -167,6 +177,19 @@ class LearnResult:
     curve: list[tuple[int, float]] = field(default_factory=list)  # (step, exact match) of each evaluation
 
 
+def build_trainer(settings: LearnSettings, task: str, seed: int, limit_s: float) -> Trainer:
+    """The measured run: the toy recipe's data split (recipes.split_task) and these settings."""
+    from visformer import recipes
+    from visformer.tasks import task_tokenizer
+    from visformer.training import Trainer
+
+    tok = task_tokenizer(task)
+    train, valid = recipes.split_task(task, recipes.TOY_N_TRAIN, recipes.TOY_N_VALID, seed)
+    seed_everything(seed)
+    model = Transformer(settings.model_config(tok.vocab_size))
+    return Trainer(model, train, valid, tok, tok, settings.train_config(seed, limit_s), task=task)
+
+
 def time_to_learn(
     settings: LearnSettings = BEST,
     task: str = "reverse",
@@ -175,16 +198,10 @@ def time_to_learn(
     progress: bool = False,
 ) -> LearnResult:
     """Train on `task` until 100% held-out exact match (or `limit_s` of training); wall and CPU seconds."""
-    from visformer.tasks import make_examples, task_tokenizer
-    from visformer.training import EvalMetrics, Trainer
+    from visformer.records import EvalMetrics
 
-    tok = task_tokenizer(task)
-    train = make_examples(task, 20_000, seed=seed)
-    valid = make_examples(task, 200, seed=seed + 1, exclude={ex.src for ex in train})
     cpu0, start = time.process_time(), time.perf_counter()
-    seed_everything(seed)
-    model = Transformer(settings.model_config(tok.vocab_size))
-    trainer = Trainer(model, train, valid, tok, tok, settings.train_config(seed, limit_s), task=task)
+    trainer = build_trainer(settings, task, seed, limit_s)
     curve = []
     for m in trainer.run():
         if isinstance(m, EvalMetrics):
@@ -238,9 +255,11 @@ def multi30k_epoch(steps: int = 20, threads: int = 2) -> dict[str, Any]:
     planned size (bench.common.SHIPPED) with a SentencePiece BPE vocabulary trained here.
     """
     from visformer.checkpoint import load_checkpoint
-    from visformer.data import read_parallel
+    from visformer.config import TrainConfig
+    from visformer.data import batches, read_parallel
+    from visformer.records import StepMetrics
     from visformer.tokenizer import SentencePieceTokenizer
-    from visformer.training import StepMetrics, TrainConfig, Trainer, batches
+    from visformer.training import Trainer
 
     pairs = read_parallel(DATA / "train.en", DATA / "train.de")
     found = shipped_checkpoint()

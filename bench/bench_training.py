@@ -13,8 +13,9 @@ from torch import Tensor, nn
 
 from visformer.config import ModelConfig
 from visformer.model import Transformer, positional_encoding
+from visformer.utils import autocast_dtype
 
-from .common import Section, Stat, alternate, ratio_stat, time_call
+from .common import SHIPPED, Section, Stat, alternate, ratio_stat, time_call
 
 LABEL_SMOOTHING = 0.1
 
@@ -101,15 +102,21 @@ def visformer_logits(model: Transformer) -> Callable[[Tensor, Tensor], Tensor]:
 
 
 def train_step_fn(
-    model: nn.Module, logits_fn: Callable[[Tensor, Tensor], Tensor], batch: TrainBatch, pad_id: int
+    model: nn.Module,
+    logits_fn: Callable[[Tensor, Tensor], Tensor],
+    batch: TrainBatch,
+    pad_id: int,
+    autocast: torch.dtype | None = None,
 ) -> Callable[[], float]:
-    """One closure = forward + label-smoothed cross-entropy + backward + Adam step; returns the loss."""
+    """One closure = forward (under autocast to `autocast`, None = fp32) + label-smoothed cross-entropy +
+    backward + Adam step on fp32 weights; returns the loss."""
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
 
     def step() -> float:
-        logits = logits_fn(batch.src, batch.tgt_in)  # (B, T, V)
+        with torch.autocast("cpu", dtype=autocast or torch.bfloat16, enabled=autocast is not None):
+            logits = logits_fn(batch.src, batch.tgt_in)  # (B, T, V)
         loss = F.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]),
+            logits.float().reshape(-1, logits.shape[-1]),
             batch.tgt_out.reshape(-1),
             ignore_index=pad_id,
             label_smoothing=LABEL_SMOOTHING,
@@ -158,7 +165,13 @@ class TrainingResult:
 
 
 def compare_training(
-    config: ModelConfig, batch: TrainBatch, rounds: int, label: str, cpu_rounds: int = 0, seed: int = 0
+    config: ModelConfig,
+    batch: TrainBatch,
+    rounds: int,
+    label: str,
+    cpu_rounds: int = 0,
+    seed: int = 0,
+    precisions: tuple[torch.dtype | None, torch.dtype | None] = (None, None),
 ) -> TrainingResult:
     """Train both models on the same batch in alternating rounds; tokens/s and the speed-up.
 
@@ -169,9 +182,10 @@ def compare_training(
     ours = Transformer(config).train()
     torch.manual_seed(seed)
     peer = PeerModel(config).train()
+    ours_dtype, peer_dtype = precisions
     fns = {
-        "visformer": train_step_fn(ours, visformer_logits(ours), batch, config.pad_id),
-        "peer": train_step_fn(peer, peer, batch, config.pad_id),
+        "visformer": train_step_fn(ours, visformer_logits(ours), batch, config.pad_id, ours_dtype),
+        "peer": train_step_fn(peer, peer, batch, config.pad_id, peer_dtype),
     }
     times = alternate(fns, rounds, warmup=2)
     cpu_speedup = ratio_stat(times["peer"], times["visformer"])
@@ -196,17 +210,41 @@ def compare_training(
     )
 
 
+def precision_runs() -> list[tuple[str, tuple[torch.dtype | None, torch.dtype | None]]]:
+    """(label, (visformer dtype, peer dtype)) compared: the trainer's default against the peer's, then like
+    for like. visformer's default is bf16 autocast where the CPU runs bf16 natively (TrainConfig.precision)."""
+    ours = autocast_dtype("auto", torch.device("cpu"), SHIPPED.d_model)
+    name = "bf16" if ours is not None else "fp32"
+    runs = [(f"visformer default ({name}) vs nn.Transformer fp32", (ours, None))]
+    if ours is not None:
+        runs.append(("both bf16 autocast", (torch.bfloat16, torch.bfloat16)))
+    runs.append(("both fp32", (None, None)))
+    return runs
+
+
+def loss_agreement(config: ModelConfig, batch: TrainBatch, steps: int) -> tuple[list[float], list[float]]:
+    """Losses of `steps` visformer training steps on one batch in fp32 and in bf16 autocast (same start)."""
+    curves = []
+    for dtype in (None, torch.bfloat16):
+        torch.manual_seed(0)
+        model = Transformer(config).train()
+        step = train_step_fn(model, visformer_logits(model), batch, config.pad_id, dtype)
+        torch.manual_seed(1)  # the same dropout masks in both runs
+        curves.append([step() for _ in range(steps)])
+    return curves[0], curves[1]
+
+
 def run(config: ModelConfig, quick: bool = False) -> Section:
-    """Training throughput section: padded and unpadded batches, share of the matmul peak."""
+    """Training throughput section: each precision pairing, padded and unpadded batches, matmul peak."""
     batch_size, mean_len, rounds, cpu_rounds = (4, 6, 2, 2) if quick else (64, 20, 6, 6)
     results = [
         compare_training(
-            config, make_batch(config, batch_size, mean_len), rounds, "padded batch", cpu_rounds
-        ),
-        compare_training(
-            config, make_batch(config, batch_size, mean_len, padded=False), rounds, "no padding", cpu_rounds
-        ),
-    ]
+            config, make_batch(config, batch_size, mean_len, padded=padded), rounds,
+            f"{label}, {'padded batch' if padded else 'no padding'}", cpu_rounds, precisions=dtypes,
+        )
+        for label, dtypes in precision_runs()
+        for padded in (True, False)
+    ]  # fmt: skip
     peak = matmul_peak(size=256 if quick else 2048)
     section = Section(
         title="Training throughput",
@@ -242,10 +280,17 @@ def run(config: ModelConfig, quick: bool = False) -> Section:
                 r.gflops.fmt(1),
             ]
         )
-    share = results[0].gflops.median / peak.median
+    share = results[-2].gflops.median / peak.median
     section.notes.append(
-        f"fp32 matmul peak ({256 if quick else 2048}² `torch.mm`): {peak.fmt(1)} GFLOP/s; training reaches "
+        f"fp32 matmul peak ({256 if quick else 2048}² `torch.mm`): {peak.fmt(1)} GFLOP/s; fp32 training reaches "
         f"{share:.0%} of it (matmul FLOPs of the padded shapes, backward counted as 2× forward)."
+    )
+    fp32, bf16 = loss_agreement(config, make_batch(config, batch_size, mean_len), 3 if quick else 30)
+    gap = max(abs(a - b) for a, b in zip(fp32, bf16, strict=True))
+    section.notes.append(
+        f"Loss of {len(fp32)} visformer steps on one batch, fp32 vs bf16 autocast from the same weights and "
+        f"dropout seed: {fp32[0]:.3f} → {fp32[-1]:.3f} vs {bf16[0]:.3f} → {bf16[-1]:.3f}; largest gap at any "
+        f"step {gap:.3f}."
     )
     return section
 

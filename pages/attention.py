@@ -5,13 +5,17 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from pages import common
-from visformer import analysis as an
-from visformer import app_support as sup
-from visformer import figures as fg
-from visformer.validation import escape_markdown
+from pages import _loading as loading
+from pages import _state as session
+from pages import _widgets as widgets
+from visformer.classroom import catalogue
+from visformer.classroom.inputs import escape_markdown
+from visformer.explain import analysis as an
+from visformer.explain import attention as fg
+from visformer.explain import kinds
+from visformer.explain import views as sup
 
-common.ensure_frame()
+session.ensure_frame()
 
 KEYS = ["sentence", "view", "layer", "head", "tab", "step", "ablate", "stat", "dk"]
 TABS = sup.ATTENTION_TABS
@@ -31,8 +35,8 @@ STAT_HELP = {
 
 
 def _masked(kind: str, n_queries: int, n_keys: int):
-    """The decoder's future positions, None for the other kinds."""
-    return an.future_mask(n_queries, n_keys) if kind == "decoder" else None
+    """Cells this kind of attention hides (None when it hides none)."""
+    return kinds.KIND[kind].mask(n_queries, n_keys)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -40,11 +44,11 @@ def head_figures(
     path: str, stamp: float, sentence: str, ablate: tuple[str, ...], kind: str, layer: int, head: int
 ):
     """(one head, head average of the layer) heatmaps."""
-    view = common.translation(path, stamp, sentence, ablate)
+    view = loading.translation(path, stamp, sentence, ablate)
     stack = view.stack(kind)
     queries, keys = view.labels(kind)
     masked = _masked(kind, len(queries), len(keys))
-    name = an.KIND_SHORT[kind]
+    name = kinds.KIND[kind].short
     off = " (switched off)" if sup.head_code(kind, layer, head) in ablate else ""
     one = fg.attention_heatmap(
         stack[layer, head], queries, keys, masked=masked, title=f"{name} · layer {layer} · head {head}{off}"
@@ -62,7 +66,7 @@ def head_figures(
 @st.cache_data(max_entries=32, show_spinner="Drawing every head…")
 def grid_figure(path: str, stamp: float, sentence: str, kind: str, layer: int, head: int) -> go.Figure:
     """All layers × heads of one kind, the selected head outlined."""
-    view = common.translation(path, stamp, sentence)
+    view = loading.translation(path, stamp, sentence)
     queries, keys = view.labels(kind)
     return fg.attention_grid(
         view.stack(kind),
@@ -70,14 +74,14 @@ def grid_figure(path: str, stamp: float, sentence: str, kind: str, layer: int, h
         keys,
         masked=_masked(kind, len(queries), len(keys)),
         highlight=(layer, head),
-        title=f"{an.KIND_TITLES[kind]}: every layer and head",
+        title=f"{kinds.KIND_TITLES[kind]}: every layer and head",
     )
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def attention_csv(path: str, stamp: float, sentence: str, kind: str) -> str:
     """Every weight of one kind as a long CSV table."""
-    view = common.translation(path, stamp, sentence)
+    view = loading.translation(path, stamp, sentence)
     queries, keys = view.labels(kind)
     return an.attention_frame(view.stack(kind), queries, keys, kind).to_csv(index=False)
 
@@ -85,7 +89,7 @@ def attention_csv(path: str, stamp: float, sentence: str, kind: str) -> str:
 @st.cache_data(max_entries=32, show_spinner=False)
 def statistics(path: str, stamp: float, sentence: str, kind: str):
     """Per-head statistics of one kind."""
-    return an.head_statistics(common.translation(path, stamp, sentence).stack(kind))
+    return an.head_statistics(loading.translation(path, stamp, sentence).stack(kind))
 
 
 @st.cache_data(max_entries=4, show_spinner=False)
@@ -118,25 +122,25 @@ def one_head_section(key: tuple, kind: str, layer: int, head: int) -> None:
     one, avg = head_figures(*key, (), kind, layer, head)
     left, right = st.columns(2)
     with left:
-        common.chart(one, f"attention-{kind}-L{layer}-H{head}")
+        widgets.chart(one, f"attention-{kind}-L{layer}-H{head}")
     with right:
-        common.chart(avg, f"attention-{kind}-L{layer}-average")
+        widgets.chart(avg, f"attention-{kind}-L{layer}-average")
     if kind == "decoder":
         st.caption(
             "Grey hatched cells are masked: while producing a word the decoder may not look at later ones."
         )
-    common.csv_button(lambda: attention_csv(*key, kind), f"attention-{kind}")  # built only when clicked
+    widgets.csv_button(lambda: attention_csv(*key, kind), f"attention-{kind}")  # built only when clicked
 
 
 def steps_section(key: tuple, view: sup.TranslationView, layer: int, head: int) -> None:
     """Slide over output steps: which source tokens the decoder read to produce each token."""
     n_steps = len(view.output_pieces)
-    step = common.index_slider("Output step", n_steps, "step")
+    step = widgets.index_slider("Output step", n_steps, "step")
     produced = view.output_pieces[step]
-    st.markdown("Output: " + common.pieces_markdown(view.output_pieces, highlight=step))
+    st.markdown("Output: " + widgets.pieces_markdown(view.output_pieces, highlight=step))
     st.markdown(
         "Source: "
-        + common.pieces_markdown(view.src_pieces, highlight=int(view.cross[layer, :, step].mean(0).argmax()))
+        + widgets.pieces_markdown(view.src_pieces, highlight=int(view.cross[layer, :, step].mean(0).argmax()))
     )
     left, right = st.columns(2)
     with left:
@@ -145,14 +149,14 @@ def steps_section(key: tuple, view: sup.TranslationView, layer: int, head: int) 
             view.src_pieces,
             title=f"Producing “{produced}”: layer {layer}, average of heads",
         )
-        common.chart(fig, f"step-{step}-L{layer}-average")
+        widgets.chart(fig, f"step-{step}-L{layer}-average")
     with right:
         fig = fg.step_figure(
             view.cross[layer, head, step],
             view.src_pieces,
             title=f"Producing “{produced}”: layer {layer}, head {head}",
         )
-        common.chart(fig, f"step-{step}-L{layer}-H{head}")
+        widgets.chart(fig, f"step-{step}-L{layer}-H{head}")
 
 
 def statistics_section(key: tuple, task: str | None) -> None:
@@ -160,12 +164,12 @@ def statistics_section(key: tuple, task: str | None) -> None:
     options = list(STAT_HELP) if task else [s for s in STAT_HELP if s != "alignment"]
     if st.session_state.get("stat") not in options:
         st.session_state["stat"] = "entropy"
-    stat = st.radio("Statistic", options, key="stat", persist_state=common.PERSIST, horizontal=True)
+    stat = st.radio("Statistic", options, key="stat", persist_state=session.PERSIST, horizontal=True)
     st.caption(STAT_HELP[stat])
     if stat == "alignment":
-        grid = common.task_alignment(key[0], key[1], task)
+        grid = loading.task_alignment(key[0], key[1], task)
         st.markdown(f"Cross-attention heads on 32 held-out **{task}** examples (teacher-forced):")
-        common.chart(
+        widgets.chart(
             fg.metric_heatmap(
                 grid, value_name="hits", zmin=0, zmax=1, title="Agreement with the task's true alignment"
             ),
@@ -173,13 +177,13 @@ def statistics_section(key: tuple, task: str | None) -> None:
         )
         return
     columns = st.columns(3)
-    for column, kind in zip(columns, an.KINDS, strict=True):
+    for column, kind in zip(columns, kinds.KINDS, strict=True):
         stats = statistics(*key, kind)
         grid = an.metric_grid(stats, stat)
         zmax = None if stat == "entropy" else 1.0
         with column:
-            common.chart(
-                fg.metric_heatmap(grid, value_name=stat, zmin=0, zmax=zmax, title=an.KIND_TITLES[kind]),
+            widgets.chart(
+                fg.metric_heatmap(grid, value_name=stat, zmin=0, zmax=zmax, title=kinds.KIND_TITLES[kind]),
                 f"heads-{stat}-{kind}",
             )
             with st.expander("Table"):
@@ -203,7 +207,7 @@ def ablation_section(
         "Switch these heads off",
         codes,
         key="ablate",
-        persist_state=common.PERSIST,
+        persist_state=session.PERSIST,
         format_func=sup.head_label,
         placeholder="Choose heads, or use the button for the head selected above",
     )
@@ -218,11 +222,11 @@ def ablation_section(
         help="Adds the head chosen with Layer and Head above.",
     )
     off = tuple(sorted(off))
-    ablated = common.translation(*key, off)
+    ablated = loading.translation(*key, off)
     left, right = st.columns(2)
     with left:
         st.markdown(f"**Original:** {escape_markdown(view.text)}")
-        common.chart(
+        widgets.chart(
             head_figures(*key, (), kind, layer, head)[0],
             f"ablation-original-{kind}-L{layer}-H{head}",
             key="ablation-original",
@@ -230,7 +234,7 @@ def ablation_section(
     with right:
         label = f"{len(off)} head{'s' if len(off) != 1 else ''} off"
         st.markdown(f"**{label}:** {escape_markdown(ablated.text)}")
-        common.chart(
+        widgets.chart(
             head_figures(*key, off, kind, layer, head)[0],
             f"ablation-{kind}-L{layer}-H{head}",
             key="ablation-ablated",
@@ -243,11 +247,11 @@ def ablation_section(
 
 def inside_section(key: tuple, view: sup.TranslationView, kind: str, layer: int, head: int) -> None:
     """softmax(QKᵀ/√d_k)V for the chosen head, step by step, and why the √d_k is there."""
-    inside = common.internals(key[0], key[1], tuple(view.src_ids), tuple(view.query_ids), kind, layer, head)
+    inside = loading.internals(key[0], key[1], tuple(view.src_ids), tuple(view.query_ids), kind, layer, head)
     queries, keys = view.labels(kind)
     d_k = inside.q.shape[1]
     dims = [f"{j}" for j in range(d_k)]
-    st.markdown(f"Layer {layer}, head {head} of the {an.KIND_TITLES[kind].lower()}; d_k = {d_k}.")
+    st.markdown(f"Layer {layer}, head {head} of the {kinds.KIND_TITLES[kind].lower()}; d_k = {d_k}.")
     st.latex(r"\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right) V")
     columns = st.columns(3)
     for column, (name, matrix, rows) in zip(
@@ -257,7 +261,7 @@ def inside_section(key: tuple, view: sup.TranslationView, kind: str, layer: int,
     ):
         with column:
             fig = fg.matrix_heatmap(matrix, rows, dims, title=name, value_name=name[0], x_title="dimension")
-            common.chart(fig, f"inside-{name[0]}")
+            widgets.chart(fig, f"inside-{name[0]}")
     masked = inside.masked if inside.masked.any() else None
     columns = st.columns(3)
     steps = (
@@ -273,7 +277,7 @@ def inside_section(key: tuple, view: sup.TranslationView, kind: str, layer: int,
                 fig = fg.matrix_heatmap(
                     matrix, queries, keys, masked=masked, title=name, value_name=value_name
                 )
-            common.chart(fig, f"inside-{value_name}")
+            widgets.chart(fig, f"inside-{value_name}")
     left, right = st.columns([1, 2])
     fig = fg.matrix_heatmap(
         inside.output,
@@ -284,7 +288,7 @@ def inside_section(key: tuple, view: sup.TranslationView, kind: str, layer: int,
         x_title="dimension",
     )
     with left:
-        common.chart(fig, "inside-output")
+        widgets.chart(fig, "inside-output")
     right.markdown(
         "Each output row is a weighted average of the rows of **V**, with the softmax row as the weights. "
         "The model concatenates the outputs of all heads and multiplies them by W^O."
@@ -297,13 +301,13 @@ def inside_section(key: tuple, view: sup.TranslationView, kind: str, layer: int,
     )
     if st.session_state.get("dk") not in DK_OPTIONS:
         st.session_state["dk"] = 64
-    dk = st.select_slider("d_k", DK_OPTIONS, key="dk", persist_state=common.PERSIST)
+    dk = st.select_slider("d_k", DK_OPTIONS, key="dk", persist_state=session.PERSIST)
     unscaled, scaled = an.saturation_example(dk)
     left, right = st.columns(2)
     with left:
-        common.chart(fg.softmax_bars(unscaled, scaled, dk), "softmax-saturation-example")
+        widgets.chart(fg.softmax_bars(unscaled, scaled, dk), "softmax-saturation-example")
     with right:
-        common.chart(fg.saturation_figure(saturation_curve()), "softmax-saturation-curve")
+        widgets.chart(fg.saturation_figure(saturation_curve()), "softmax-saturation-curve")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -315,13 +319,13 @@ def main() -> None:
     """Sentence → translation → views."""
     state = st.session_state
     st.title("Attention")
-    loaded = common.current_checkpoint()
+    loaded = loading.current_checkpoint()
     if loaded is None:
-        common.sync_url(KEYS)
+        session.sync_url(KEYS)
         return
     choice, ck = loaded
-    key = (str(choice.path), sup.checkpoint_stamp(choice.path))
-    examples = common.offer_examples(choice, ck)
+    key = (str(choice.path), catalogue.checkpoint_stamp(choice.path))
+    examples = loading.offer_examples(choice, ck)
 
     if ck.task:
         from visformer.tasks import get_task
@@ -330,40 +334,39 @@ def main() -> None:
     st.text_input(
         "Sentence to translate",
         key="sentence",
-        persist_state=common.PERSIST,
-        max_chars=sup.MAX_SENTENCE_CHARS,
+        persist_state=session.PERSIST,
     )
     if examples:
         st.pills(
             "Examples", examples, key="example_pick", on_change=_use_example, label_visibility="collapsed"
         )
     try:
-        sentence = common.fitted_sentence(ck, state["sentence"])
-        view = common.translation(*key, sentence)
+        sentence = loading.fitted_sentence(ck, state["sentence"])
+        view = loading.translation(*key, sentence)
     except ValueError as exc:
         st.error(str(exc))
-        common.sync_url(KEYS)
+        session.sync_url(KEYS)
         return
     key = (*key, sentence)
     if view.truncated:
         st.warning("The sentence was longer than the model's max_len and was cut.")
     st.markdown(f"#### → {escape_markdown(view.text) or '(empty)'}")
-    st.markdown("Source pieces: " + common.pieces_markdown(view.src_pieces))
-    st.markdown("Output pieces: " + common.pieces_markdown(view.output_pieces))
+    st.markdown("Source pieces: " + widgets.pieces_markdown(view.src_pieces))
+    st.markdown("Output pieces: " + widgets.pieces_markdown(view.output_pieces))
 
-    sizes = common.checkpoint_sizes(ck)
+    sizes = kinds.layer_counts(ck.model_config)
     n_heads = ck.model_config.n_heads
     c1, c2, c3 = st.columns([2, 1, 1])
     kind = c1.radio(
         "Attention",
-        an.KINDS,
+        kinds.KINDS,
         key="view",
-        persist_state=common.PERSIST,
+        persist_state=session.PERSIST,
         horizontal=True,
-        format_func=an.KIND_TITLES.get,
+        format_func=kinds.KIND_TITLES.get,
     )
-    layer = common.index_slider("Layer", sizes[kind], "layer", c2)
-    head = common.index_slider("Head", n_heads, "head", c3)
+    layer = widgets.index_slider("Layer", sizes[kind], "layer", c2)
+    head = widgets.index_slider("Head", n_heads, "head", c3)
 
     if state.get("tab") not in TABS:
         state["tab"] = TABS[0]
@@ -373,7 +376,7 @@ def main() -> None:
             one_head_section(key, kind, layer, head)
     with tabs["All heads"]:
         if tabs["All heads"].open:
-            common.chart(grid_figure(*key, kind, layer, head), f"attention-{kind}-all-heads")
+            widgets.chart(grid_figure(*key, kind, layer, head), f"attention-{kind}-all-heads")
             st.caption(
                 "Layers top to bottom, heads left to right; the outlined head is the one selected above. "
                 "Hover for tokens and weights."
@@ -390,7 +393,7 @@ def main() -> None:
     with tabs["Inside one head"]:
         if tabs["Inside one head"].open:
             inside_section(key, view, kind, layer, head)
-    common.sync_url(KEYS)
+    session.sync_url(KEYS)
 
 
 main()

@@ -7,17 +7,20 @@ from typing import Any
 import streamlit as st
 import torch
 
-from pages import common
-from visformer import app_support as sup
-from visformer import decoding_figures as dfig
-from visformer import figures as fg
+from pages import _loading as loading
+from pages import _state as session
+from pages import _widgets as widgets
 from visformer.checkpoint import Checkpoint
+from visformer.classroom import catalogue
+from visformer.classroom.hosting import HostedLimits
+from visformer.classroom.inputs import check_decoding_params, escape_markdown
 from visformer.decoding import STRATEGIES, Translation, get_strategy, run_strategies
-from visformer.hosting import HostedLimits
+from visformer.explain import decoding as dfig
+from visformer.explain import style
+from visformer.explain import views as sup
 from visformer.model import AttentionMaps
-from visformer.validation import check_decoding_params, escape_markdown
 
-common.ensure_frame()
+session.ensure_frame()
 
 KEYS = ["sentence", *sup.DECODING_PARAMS]  # the view a link restores
 TABS = sup.DECODING_TABS
@@ -51,7 +54,7 @@ def decode_all(path: str, stamp: float, sentence: str, runs: Runs) -> list[dfig.
     Runs the strategies alone: `translate()` would add a teacher-forced pass for the attention maps, which
     this page never draws (about 14% of the CPU time of a comparison).
     """
-    ck = common.load(path, stamp)
+    ck = loading.load(path, stamp)
     src_tok, tgt_tok = ck.src_tokenizer, ck.tgt_tokenizer
     src_ids, src = source_ids(ck, sentence)
     results = run_strategies(
@@ -84,7 +87,7 @@ def samples(
     path: str, stamp: float, sentence: str, strategy: str, params: tuple[tuple[str, Any], ...], n: int
 ) -> tuple[list[str], list[float]]:
     """n samples of one sampling strategy, drawn as one batch from one seeded generator: texts and log P."""
-    ck = common.load(path, stamp)
+    ck = loading.load(path, stamp)
     _, src = source_ids(ck, sentence, n)
     tgt_tok = ck.tgt_tokenizer
     result = get_strategy(strategy)(
@@ -107,8 +110,6 @@ def param_widgets(strategy: str, limits: HostedLimits) -> None:
     for p in chosen.params:
         key = sup.decoding_param_key(strategy, p.name)
         low, high = p.low, p.high
-        if strategy == "top-k" and p.name == "top_k":
-            low = 1
         if p.name == "beam_size":
             high = min(high, limits.max_beam_size)
         value = st.session_state.get(key, p.default)
@@ -117,10 +118,10 @@ def param_widgets(strategy: str, limits: HostedLimits) -> None:
         )
         if p.is_int:
             st.number_input(p.name, int(low), int(high), step=int(p.step), key=key, help=p.help,
-                            persist_state=common.PERSIST)  # fmt: skip
+                            persist_state=session.PERSIST)  # fmt: skip
         else:
             st.slider(p.name, float(low), float(high), step=float(p.step), key=key, help=p.help,
-                      persist_state=common.PERSIST)  # fmt: skip
+                      persist_state=session.PERSIST)  # fmt: skip
     if not chosen.params:
         st.caption("No parameters.")
 
@@ -147,7 +148,7 @@ def comparison_section(views: list[dfig.StrategyView], reference: str) -> None:
     st.dataframe(table, hide_index=True, width="stretch")
     if reference.strip():
         st.caption("BLEU: sacreBLEU sentence score (0–100) of each output against your reference.")
-    common.chart(dfig.comparison_figure(views), "decoding-comparison")
+    widgets.chart(dfig.comparison_figure(views), "decoding-comparison")
 
 
 def step_section(views: list[dfig.StrategyView]) -> None:
@@ -158,16 +159,16 @@ def step_section(views: list[dfig.StrategyView]) -> None:
     if state.get("dec_step_strategy") not in names:
         state["dec_step_strategy"] = names[0]
     left, right = st.columns([1, 2])
-    name = left.selectbox("Strategy", names, key="dec_step_strategy", persist_state=common.PERSIST,
+    name = left.selectbox("Strategy", names, key="dec_step_strategy", persist_state=session.PERSIST,
                           format_func=labels.get)  # fmt: skip
     view = views[names.index(name)]
     with right:
-        step = common.index_slider("Output step", len(view.steps), "dec_step")
-    st.markdown("Output: " + common.pieces_markdown(view.pieces, highlight=step))
+        step = widgets.index_slider("Output step", len(view.steps), "dec_step")
+    st.markdown("Output: " + widgets.pieces_markdown(view.pieces, highlight=step))
     s = view.steps[step]
     kept = f"{s.n_kept} token{'s' if s.n_kept != 1 else ''} kept"
-    title = f"Output step {step}: {kept}, chose “{fg.escape(s.candidates[s.chosen])}”"
-    common.chart(dfig.candidates_figure(s, title=title), f"decoding-step-{view.strategy}-{step}")
+    title = f"Output step {step}: {kept}, chose “{style.escape(s.candidates[s.chosen])}”"
+    widgets.chart(dfig.candidates_figure(s, title=title), f"decoding-step-{view.strategy}-{step}")
     st.caption(
         STEP_NOTES.get(view.strategy, SAMPLE_NOTE)
         + " Grey: the model's probability of each of its top candidates; blue: after the filters (red = filtered out)."
@@ -180,7 +181,7 @@ def beam_section(key: tuple, sentence: str, limits: HostedLimits) -> None:
     params = params_of("beam", limits)
     view = decode(*key, sentence, "beam", params)
     st.markdown(f"**{view.label}** → {escape_markdown(view.text) or '(empty)'}")
-    common.chart(dfig.beam_tree_figure(view.tree, view.best_node), "beam-tree")
+    widgets.chart(dfig.beam_tree_figure(view.tree, view.best_node), "beam-tree")
     st.caption(
         "Each column is a step, each row a beam (ranked by log P at that step). Lines join a token to the "
         "hypothesis it extends; red is the winner. Hover a node for its hypothesis and scores; "
@@ -198,11 +199,11 @@ def samples_section(key: tuple, sentence: str, selected: list[str], limits: Host
     if state.get("dec_sampler") not in SAMPLERS:
         state["dec_sampler"] = offered[0]
     c1, c2, c3 = st.columns(3)
-    strategy = c1.selectbox("Sampling strategy", SAMPLERS, key="dec_sampler", persist_state=common.PERSIST)
+    strategy = c1.selectbox("Sampling strategy", SAMPLERS, key="dec_sampler", persist_state=session.PERSIST)
     state["dec_n"] = sup.clamp(state.get("dec_n", 10), 2, limits.max_samples)
-    n = c2.slider("Number of samples N", 2, limits.max_samples, key="dec_n", persist_state=common.PERSIST)
+    n = c2.slider("Number of samples N", 2, limits.max_samples, key="dec_n", persist_state=session.PERSIST)
     state.setdefault("dec_seed", 0)
-    seed = c3.number_input("Seed", 0, 2**31 - 1, key="dec_seed", persist_state=common.PERSIST,
+    seed = c3.number_input("Seed", 0, 2**31 - 1, key="dec_seed", persist_state=session.PERSIST,
                            help="The same seed draws the same samples.")  # fmt: skip
     params = (*params_of(strategy, limits, drop=("seed",)), ("seed", int(seed)))
     texts, logprobs = samples(*key, sentence, strategy, tuple(sorted(params)), n)
@@ -216,7 +217,7 @@ def samples_section(key: tuple, sentence: str, selected: list[str], limits: Host
         f"{d.self_bleu:.1f}",
         help="Mean BLEU of each sample against the others: high = repetitive.",
     )
-    common.chart(dfig.samples_figure(texts, logprobs), "decoding-samples")
+    widgets.chart(dfig.samples_figure(texts, logprobs), "decoding-samples")
     st.caption(
         f"Parameters: {dfig.params_label(strategy, dict(params))}. Change them in the parameter panel above."
     )
@@ -230,35 +231,34 @@ def samples_section(key: tuple, sentence: str, selected: list[str], limits: Host
 def main() -> None:
     """Sentence and strategies → comparison, step view, beam tree, samples."""
     state = st.session_state
-    limits = common.limits()
+    limits = loading.limits()
     st.title("Decoding")
     st.markdown(
         "The model gives a probability to every possible next token; a **decoding strategy** decides which one "
         "to write. Compare them on one sentence."
     )
-    loaded = common.current_checkpoint()
+    loaded = loading.current_checkpoint()
     if loaded is None:
         return
     choice, ck = loaded
-    key = (str(choice.path), sup.checkpoint_stamp(choice.path))
-    common.offer_examples(choice, ck)
+    key = (str(choice.path), catalogue.checkpoint_stamp(choice.path))
+    loading.offer_examples(choice, ck)
     left, right = st.columns(2)
-    left.text_input("Sentence to translate", key="sentence", persist_state=common.PERSIST,
-                    max_chars=sup.MAX_SENTENCE_CHARS)  # fmt: skip
+    left.text_input("Sentence to translate", key="sentence", persist_state=session.PERSIST)
     reference = right.text_input("Reference translation (optional, for BLEU)", key="dec_reference",
-                                 persist_state=common.PERSIST)  # fmt: skip
+                                 persist_state=session.PERSIST)  # fmt: skip
     try:
-        sentence = common.fitted_sentence(ck, state.get("sentence", ""))
+        sentence = loading.fitted_sentence(ck, state.get("sentence", ""))
     except ValueError as exc:
         st.error(str(exc))
-        common.sync_url(KEYS)
+        session.sync_url(KEYS)
         return
 
-    selected = st.multiselect("Strategies", list(STRATEGIES), key="dec_strategies", persist_state=common.PERSIST,
+    selected = st.multiselect("Strategies", list(STRATEGIES), key="dec_strategies", persist_state=session.PERSIST,
                               help="Each is run on the same sentence with its own parameters.")  # fmt: skip
     if not selected:
         st.info("Choose at least one strategy.")
-        common.sync_url(KEYS)
+        session.sync_url(KEYS)
         return
     with st.expander("Parameters", expanded=False, icon=":material/tune:"):
         for column, strategy in zip(st.columns(len(selected)), selected, strict=True):
@@ -289,7 +289,7 @@ def main() -> None:
     with tabs["Samples"]:
         if tabs["Samples"].open:
             samples_section(key, sentence, selected, limits)
-    common.sync_url(KEYS)
+    session.sync_url(KEYS)
 
 
 main()

@@ -5,12 +5,15 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from pages import common
-from visformer import analysis as an
-from visformer import app_support as sup
-from visformer import training_figures as tfig
+from pages import _loading as loading
+from pages import _state as session
+from pages import _widgets as widgets
+from visformer.classroom import catalogue
+from visformer.explain import kinds
+from visformer.explain import training as tfig
+from visformer.explain import views as sup
 
-common.ensure_frame()
+session.ensure_frame()
 
 KEYS = ["tl_probe", "view", "layer", "head", "tl_average", "tl_step"]  # the view a link restores
 PLAY_SECONDS = 1.2  # one snapshot per tick while playing
@@ -22,7 +25,7 @@ PLAY_SECONDS = 1.2  # one snapshot per tick while playing
 
 def _map(path: str, stamp: float, index: int, probe: int, kind: str, layer: int, head: int | None):
     """(weights, query labels, key labels) of one snapshot."""
-    ck = common.load(path, stamp)
+    ck = loading.load(path, stamp)
     snap = ck.snapshots[index]
     return tfig.snapshot_map(
         snap, probe, kind, layer, head, ck.src_tokenizer, ck.tgt_tokenizer, ck.model_config.max_len
@@ -30,8 +33,8 @@ def _map(path: str, stamp: float, index: int, probe: int, kind: str, layer: int,
 
 
 def _masked(kind: str, n: int):
-    """The decoder's future positions (square map), None for the other kinds."""
-    return an.future_mask(n, n) if kind == "decoder" else None
+    """Cells this kind of attention hides on an n × n map (None when it hides none)."""
+    return kinds.KIND[kind].mask(n, n)
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
@@ -39,7 +42,7 @@ def timeline_figure(
     path: str, stamp: float, index: int, probe: int, kind: str, layer: int, head: int | None
 ) -> go.Figure:
     """The map at one snapshot beside the loss curve marked at its step."""
-    ck = common.load(path, stamp)
+    ck = loading.load(path, stamp)
     snaps = ck.snapshots
     history = ck.metrics.get("history") or []
     weights, rows, cols = _map(path, stamp, index, probe, kind, layer, head)
@@ -49,7 +52,7 @@ def timeline_figure(
         [h["step"] for h in history], [h["loss"] for h in history], snaps[index].step,
         snapshot_steps=[s.step for s in snaps], snapshot_losses=[s.loss for s in snaps],
         masked=_masked(kind, len(rows)),
-        title=f"{an.KIND_TITLES[kind]} · layer {layer} · {who}",
+        title=f"{kinds.KIND_TITLES[kind]} · layer {layer} · {who}",
     )  # fmt: skip
 
 
@@ -58,7 +61,7 @@ def strip_figure(
     path: str, stamp: float, index: int, probe: int, kind: str, layer: int, head: int | None
 ) -> go.Figure | None:
     """Every snapshot of the same map side by side (None when the probe's target changed between steps)."""
-    ck = common.load(path, stamp)
+    ck = loading.load(path, stamp)
     maps = [_map(path, stamp, i, probe, kind, layer, head) for i in range(len(ck.snapshots))]
     if len({m[0].shape for m in maps}) != 1:
         return None
@@ -84,17 +87,17 @@ def _advance() -> None:
 def replay(key: tuple, steps: list[int], probe: int, kind: str, layer: int, head: int | None) -> None:
     """The step slider and the figures; re-run on its own every tick while playing."""
     _advance()
-    step = st.select_slider("Training step", steps, key="tl_step", persist_state=common.PERSIST,
+    step = st.select_slider("Training step", steps, key="tl_step", persist_state=session.PERSIST,
                             help="Snapshots were taken at these steps (log-spaced: early training changes fastest).")  # fmt: skip
     index = steps.index(step)
-    common.chart(
+    widgets.chart(
         timeline_figure(*key, index, probe, kind, layer, head), "attention-timeline", key="tl-figure"
     )
     strip = strip_figure(*key, index, probe, kind, layer, head)
     if strip is not None:
         st.caption("The same map at every snapshot (the framed one is shown above):")
-        common.chart(strip, "attention-timeline-strip", key="tl-strip")
-    common.sync_url(KEYS)  # the step changes inside this fragment, without a full rerun
+        widgets.chart(strip, "attention-timeline-strip", key="tl-strip")
+    session.sync_url(KEYS)  # the step changes inside this fragment, without a full rerun
 
 
 def main() -> None:
@@ -106,9 +109,9 @@ def main() -> None:
         "Slide through them and watch structure appear as the loss falls: for the toy tasks, cross-attention "
         "turns into the task's alignment (a diagonal for *copy*, an anti-diagonal for *reverse*)."
     )
-    loaded = common.current_checkpoint()
+    loaded = loading.current_checkpoint()
     if loaded is None:
-        common.sync_url(KEYS)
+        session.sync_url(KEYS)
         return
     choice, ck = loaded
     if not ck.snapshots:
@@ -117,9 +120,9 @@ def main() -> None:
             "train one there, or pick another checkpoint in the sidebar."
         )
         st.page_link("pages/train.py", label="Go to the Train page", icon=":material/model_training:")
-        common.sync_url(KEYS)
+        session.sync_url(KEYS)
         return
-    key = (str(choice.path), sup.checkpoint_stamp(choice.path))
+    key = (str(choice.path), catalogue.checkpoint_stamp(choice.path))
     steps = [s.step for s in ck.snapshots]
     state["_tl_steps"] = steps
     if state.get("tl_step") not in steps:
@@ -127,15 +130,15 @@ def main() -> None:
     probes = ck.snapshots[0].probes
     state["tl_probe"] = sup.clamp(state.get("tl_probe", 0), 0, len(probes) - 1)
     c1, c2 = st.columns([2, 1])
-    probe = c1.selectbox("Probe sentence", range(len(probes)), key="tl_probe", persist_state=common.PERSIST,
+    probe = c1.selectbox("Probe sentence", range(len(probes)), key="tl_probe", persist_state=session.PERSIST,
                          format_func=lambda i: probes[i])  # fmt: skip
-    kind = c2.radio("Attention", an.KINDS, key="view", persist_state=common.PERSIST, horizontal=True,
-                    format_func=an.KIND_TITLES.get)  # fmt: skip
-    sizes = common.checkpoint_sizes(ck)
+    kind = c2.radio("Attention", kinds.KINDS, key="view", persist_state=session.PERSIST, horizontal=True,
+                    format_func=kinds.KIND_TITLES.get)  # fmt: skip
+    sizes = kinds.layer_counts(ck.model_config)
     c1, c2, c3, c4 = st.columns([2, 2, 1, 1])
-    layer = common.index_slider("Layer", sizes[kind], "layer", c1)
-    head = common.index_slider("Head", ck.model_config.n_heads, "head", c2)
-    average = c3.toggle("Average heads", key="tl_average", persist_state=common.PERSIST)
+    layer = widgets.index_slider("Layer", sizes[kind], "layer", c1)
+    head = widgets.index_slider("Head", ck.model_config.n_heads, "head", c2)
+    average = c3.toggle("Average heads", key="tl_average", persist_state=session.PERSIST)
     c4.toggle("▶ Play", key="tl_play", help="Step through the snapshots on its own.")
     playing = bool(state.get("tl_play"))
     st.fragment(replay, run_every=PLAY_SECONDS if playing else None)(

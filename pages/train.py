@@ -7,21 +7,24 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from pages import common
-from visformer import app_support as sup
-from visformer import jobs
-from visformer import training_figures as tfig
+from pages import _loading as loading
+from pages import _state as session
+from pages import _widgets as widgets
+from visformer import recipes
+from visformer.classroom import catalogue, jobs
+from visformer.classroom.hosting import BusyError, HostedLimits
+from visformer.classroom.inputs import checkpoint_name, parse_uploaded_parallel, parse_uploaded_tsv
+from visformer.config import TrainConfig
 from visformer.data import Pair
 from visformer.download import DATA_ENV, SHARED_DATA
-from visformer.hosting import BusyError, HostedLimits
+from visformer.explain import training as tfig
+from visformer.explain import views as sup
 from visformer.tasks import TASKS
-from visformer.training import TrainConfig
-from visformer.validation import checkpoint_name, parse_uploaded_parallel, parse_uploaded_tsv
 
-common.ensure_frame()
+session.ensure_frame()
 
 SOURCES = ["Built-in task", "Upload a corpus", "Corpus on disk"]
-SIZES = [*jobs.PRESETS, "custom"]
+SIZES = [*recipes.PRESETS, "custom"]
 BATCH_TOKENS = [256, 512, 1024, 2048, 4096, 8192]
 STEP_OPTIONS = [10, 20, 50, 100, 200, 300, 400, 600, 800, 1000, 1500, 2000, 3000, 5000, 10_000, 20_000]
 WARMUP_OPTIONS = [1, 10, 20, 50, 100, 200, 300, 500, 1000, 2000, 4000]
@@ -95,15 +98,15 @@ def preview(pairs: list[Pair], n: int = 3) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def source_settings(limits: HostedLimits) -> tuple[jobs.DataSource | None, str]:
+def source_settings(limits: HostedLimits) -> tuple[recipes.DataSource | None, str]:
     """What to learn: (data source or None when not ready, a short name for the checkpoint)."""
     kind = st.radio(
-        "What to learn", SOURCES, key="train_source", persist_state=common.PERSIST, horizontal=True
+        "What to learn", SOURCES, key="train_source", persist_state=session.PERSIST, horizontal=True
     )
     if kind == SOURCES[0]:
-        task = st.selectbox("Task", list(TASKS), key="train_task", persist_state=common.PERSIST)
+        task = st.selectbox("Task", list(TASKS), key="train_task", persist_state=session.PERSIST)
         st.caption(TASKS[task].description)
-        return jobs.TaskSource(task), task
+        return recipes.TaskSource(task), task
     vocab_high = min(8000, limits.max_vocab_size)
     st.session_state["train_vocab"] = sup.clamp(st.session_state["train_vocab"], 300, vocab_high)
     if kind == SOURCES[1]:
@@ -111,16 +114,16 @@ def source_settings(limits: HostedLimits) -> tuple[jobs.DataSource | None, str]:
     else:
         pairs, name = disk_settings(limits)
     st.slider("Vocabulary size (SentencePiece, shared by both languages)", 300, vocab_high, step=100,
-              key="train_vocab", persist_state=common.PERSIST)  # fmt: skip
+              key="train_vocab", persist_state=session.PERSIST)  # fmt: skip
     if pairs is None:
         return None, name
-    return jobs.PairsSource(name, tuple(pairs), vocab_size=st.session_state["train_vocab"]), name
+    return recipes.PairsSource(name, tuple(pairs), vocab_size=st.session_state["train_vocab"]), name
 
 
 def upload_settings(limits: HostedLimits) -> tuple[list[Pair] | None, str]:
     """Uploaded pairs (None until valid files are given) and their name."""
     form = st.radio("Format", ["Two aligned files", "One TSV file"], key="train_upload_kind", horizontal=True,
-                    persist_state=common.PERSIST)  # fmt: skip
+                    persist_state=session.PERSIST)  # fmt: skip
     mb = limits.max_upload_bytes // 2**20
     if form == "One TSV file":
         st.caption(f"One pair per line: source<TAB>target (extra columns are ignored). At most {mb} MB.")
@@ -157,7 +160,7 @@ def disk_settings(limits: HostedLimits) -> tuple[list[Pair] | None, str]:
     names = [c.name for c in found]
     if st.session_state.get("train_corpus") not in names:
         st.session_state["train_corpus"] = names[0]
-    name = st.selectbox("Corpus", names, key="train_corpus", persist_state=common.PERSIST)
+    name = st.selectbox("Corpus", names, key="train_corpus", persist_state=session.PERSIST)
     try:
         pairs = disk_pairs(found[names.index(name)], limits, limits.max_upload_lines)
     except ValueError as exc:
@@ -167,12 +170,12 @@ def disk_settings(limits: HostedLimits) -> tuple[list[Pair] | None, str]:
     return pairs, name.split("/")[0]
 
 
-def size_settings(limits: HostedLimits) -> jobs.ModelSize:
+def size_settings(limits: HostedLimits) -> recipes.ModelSize:
     """A preset or custom model size (custom sizes are bounded by the limits)."""
     state = st.session_state
-    preset = st.radio("Model size", SIZES, key="train_size", persist_state=common.PERSIST, horizontal=True)
+    preset = st.radio("Model size", SIZES, key="train_size", persist_state=session.PERSIST, horizontal=True)
     if preset != "custom":
-        size = jobs.PRESETS[preset]
+        size = recipes.PRESETS[preset]
         st.caption(f"d_model {size.d_model}, {size.n_heads} heads, {size.n_layers}+{size.decoder_layers} layers, "
                    f"d_ff {size.d_ff}")  # fmt: skip
         return size
@@ -180,18 +183,18 @@ def size_settings(limits: HostedLimits) -> jobs.ModelSize:
     if state["train_heads"] not in heads:
         state["train_heads"] = heads[-1]
     c1, c2 = st.columns(2)
-    h = c1.select_slider("Heads h", heads, key="train_heads", persist_state=common.PERSIST)
+    h = c1.select_slider("Heads h", heads, key="train_heads", persist_state=session.PERSIST)
     d_high = max(h * 2, min(512, limits.max_d_model) // (2 * h) * 2 * h)
     state["train_d_model"] = sup.clamp(state["train_d_model"] // (2 * h) * (2 * h), 2 * h, d_high)
-    d_model = c2.slider("d_model", 2 * h, d_high, step=2 * h, key="train_d_model", persist_state=common.PERSIST,
+    d_model = c2.slider("d_model", 2 * h, d_high, step=2 * h, key="train_d_model", persist_state=session.PERSIST,
                         help="A multiple of 2h, so every head gets an even d_k = d_model / h.")  # fmt: skip
     state["train_layers"] = sup.clamp(state["train_layers"], 1, min(6, limits.max_layers))
     layers = c1.slider("Layers (each side)", 1, min(6, limits.max_layers), key="train_layers",
-                       persist_state=common.PERSIST)  # fmt: skip
+                       persist_state=session.PERSIST)  # fmt: skip
     ff_high = min(2048, limits.max_d_ff)
     state["train_d_ff"] = sup.clamp(state["train_d_ff"] // 16 * 16, 16, ff_high)
-    d_ff = c2.slider("d_ff", 16, ff_high, step=16, key="train_d_ff", persist_state=common.PERSIST)
-    return jobs.ModelSize(d_model, h, layers, d_ff)
+    d_ff = c2.slider("d_ff", 16, ff_high, step=16, key="train_d_ff", persist_state=session.PERSIST)
+    return recipes.ModelSize(d_model, h, layers, d_ff)
 
 
 def schedule_settings(limits: HostedLimits, d_model: int) -> TrainConfig:
@@ -205,20 +208,20 @@ def schedule_settings(limits: HostedLimits, d_model: int) -> TrainConfig:
     left, right = st.columns([1, 1.3])
     with left:
         steps = st.select_slider(
-            "Training steps", step_options, key="train_steps", persist_state=common.PERSIST
+            "Training steps", step_options, key="train_steps", persist_state=session.PERSIST
         )
-        warmup = st.select_slider("Warm-up steps", WARMUP_OPTIONS, key="train_warmup", persist_state=common.PERSIST,
+        warmup = st.select_slider("Warm-up steps", WARMUP_OPTIONS, key="train_warmup", persist_state=session.PERSIST,
                                   help="The paper used 4000 for 100k steps; short runs need a short warm-up.")  # fmt: skip
         factor = st.slider(
-            "Learning-rate factor", 0.1, 5.0, step=0.1, key="train_factor", persist_state=common.PERSIST
+            "Learning-rate factor", 0.1, 5.0, step=0.1, key="train_factor", persist_state=session.PERSIST
         )
         c1, c2 = st.columns(2)
         batch = c1.select_slider(
-            "Batch (tokens)", BATCH_TOKENS, key="train_batch", persist_state=common.PERSIST
+            "Batch (tokens)", BATCH_TOKENS, key="train_batch", persist_state=session.PERSIST
         )
-        seed = c2.number_input("Seed", 0, 2**31 - 1, key="train_seed", persist_state=common.PERSIST)
+        seed = c2.number_input("Seed", 0, 2**31 - 1, key="train_seed", persist_state=session.PERSIST)
     with right:
-        common.chart(tfig.noam_figure(d_model, warmup, factor, steps), "noam-schedule", key="noam")
+        widgets.chart(tfig.noam_figure(d_model, warmup, factor, steps), "noam-schedule", key="noam")
     return TrainConfig(
         steps=steps, warmup=warmup, lr_factor=factor, max_tokens=batch, seed=int(seed), threads=1,
         log_every=max(1, steps // 100), eval_every=max(1, steps // 5), eval_examples=100,
@@ -230,10 +233,10 @@ def schedule_settings(limits: HostedLimits, d_model: int) -> TrainConfig:
 # ---------------------------------------------------------------------------------------------
 
 
-def start(spec: jobs.RunSpec, limits: HostedLimits, root: Path) -> None:
+def start(spec: recipes.RunSpec, limits: HostedLimits, root: Path) -> None:
     """Start a run in the background (errors end up in the page's message slot)."""
     try:
-        jobs.REGISTRY.start(common.session_id(), spec, limits, root)
+        jobs.REGISTRY.start(session.session_id(), spec, limits, root)
         st.session_state["_train_polling"] = True
     except (BusyError, ValueError) as exc:
         st.session_state["_train_error"] = str(exc)
@@ -246,7 +249,7 @@ def open_checkpoint(key: str) -> None:
 
 def progress_view() -> None:
     """Live progress of this session's run; re-runs on its own every second while the run is active."""
-    job = jobs.REGISTRY.get(common.session_id())
+    job = jobs.REGISTRY.get(session.session_id())
     if job is None:
         return
     p = job.progress()
@@ -268,7 +271,7 @@ def progress_view() -> None:
         m[3].metric("Tokens / s", f"{last.tokens_per_s:,.0f}")
         m[4].metric("Time", f"{p.elapsed_s:,.0f} s")
         evals = p.evals
-        common.chart(
+        widgets.chart(
             tfig.curves_figure(
                 [h.step for h in p.history], [h.loss for h in p.history], [h.lr for h in p.history],
                 valid_steps=[e.step for e in evals], valid_losses=[e.valid_loss for e in evals],
@@ -305,7 +308,7 @@ def finished_view(p: jobs.Progress, name: str) -> None:
     if p.checkpoint is None:
         st.info(p.message or "Nothing was saved.")
         return
-    key = sup.USER_PREFIX + p.checkpoint.name
+    key = catalogue.USER_PREFIX + p.checkpoint.name
     text = (
         f"Saved as **{p.checkpoint.name}** after {p.step:,} steps; it is in the sidebar's checkpoint picker."
     )
@@ -319,6 +322,35 @@ def finished_view(p: jobs.Progress, name: str) -> None:
         st.switch_page("pages/timeline.py")
 
 
+def fast_recipe(
+    where, source: recipes.TaskSource, raw_name: str, seed: int, limits: HostedLimits, root: Path, ready: bool
+) -> None:
+    """The benchmark's recipe for a toy task, described (size, parameters, name) as it will be trained."""
+    try:
+        spec = recipes.toy_spec(
+            checkpoint_name(raw_name or f"{source.task}-fast"), source.task, min(3000, limits.max_steps), seed
+        )
+        n_params = jobs.check_spec(spec, limits, source.vocab_size)
+    except ValueError as exc:
+        where.caption(f"Fast recipe not available here: {exc}")
+        return
+    size = spec.size
+    target = spec.train.stop_at_exact_match
+    stop_rule = f"stops at the first evaluation with {target:.1%} held-out exact match" if target else ""
+    if where.button(
+        "Fast recipe", key="train_fast", icon=":material/bolt:", disabled=not ready,
+        help=f"Ignore the settings above and use the benchmark's recipe (pre-LN, no dropout, Noam "
+        f"{spec.train.warmup} × {spec.train.lr_factor}); it {stop_rule}, about half a minute for the reverse "
+        "task on a laptop.",
+    ):  # fmt: skip
+        start(spec, limits, root)
+        st.rerun()
+    where.caption(
+        f"Fast recipe: d_model {size.d_model}, {size.n_heads} heads, {size.n_layers}+{size.decoder_layers} layers, "
+        f"d_ff {size.d_ff}; {n_params:,} parameters; saved as **{spec.name}**."
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # Page
 # ---------------------------------------------------------------------------------------------
@@ -329,14 +361,14 @@ def main() -> None:
     state = st.session_state
     for name, value in DEFAULTS.items():
         state.setdefault(name, value)
-    limits = common.limits()
-    root = common.user_root()
+    limits = loading.limits()
+    root = loading.user_root()
     st.title("Train")
     st.markdown(
         "Train a small Transformer with the paper's recipe (Adam, the Noam schedule, label smoothing). "
         "Training runs in the background: switch pages, come back, stop it whenever you like."
     )
-    job = jobs.REGISTRY.get(common.session_id())
+    job = jobs.REGISTRY.get(session.session_id())
     busy = job is not None and job.active
     left, right = st.columns(2)
     with left:
@@ -348,12 +380,12 @@ def main() -> None:
     state.setdefault("train_name", "")
     c1, c2 = st.columns([2, 1])
     raw_name = c1.text_input("Checkpoint name", key="train_name", placeholder=f"{default_name}-{state['train_size']}",
-                             persist_state=common.PERSIST)  # fmt: skip
+                             persist_state=session.PERSIST)  # fmt: skip
     problem = None
     try:
         name = checkpoint_name(raw_name or f"{default_name}-{state['train_size']}")
         if source is not None:
-            n_params = jobs.check_spec(jobs.RunSpec(name, source, size, config), limits, source.vocab_size)
+            n_params = jobs.check_spec(recipes.RunSpec(name, source, size, config), limits, source.vocab_size)
             c2.metric("Parameters", f"≈ {n_params:,}")
     except ValueError as exc:
         problem = str(exc)
@@ -362,20 +394,14 @@ def main() -> None:
     if c2.button(
         "Start training", key="train_start", type="primary", icon=":material/play_arrow:", disabled=not ready
     ):
-        start(jobs.RunSpec(name, source, size, config), limits, root)
+        start(recipes.RunSpec(name, source, size, config), limits, root)
         st.rerun()
-    if isinstance(source, jobs.TaskSource) and c2.button(
-        "Fast recipe", key="train_fast", icon=":material/bolt:", disabled=not ready,
-        help="Ignore the settings above and use the benchmark's recipe (d_model 64, 2+1 layers, pre-LN, "
-        "no dropout, Noam 100 × 0.25): it stops at the first evaluation with 100% held-out exact match, "
-        "about half a minute for the reverse task on a laptop.",
-    ):  # fmt: skip
-        start(jobs.toy_spec(name, source.task, min(3000, limits.max_steps), config.seed), limits, root)
-        st.rerun()
+    if isinstance(source, recipes.TaskSource):
+        fast_recipe(c2, source, raw_name, config.seed, limits, root, ready)
     if state.get("_train_error"):
         st.error(state.pop("_train_error"))
     st.divider()
-    job = jobs.REGISTRY.get(common.session_id())
+    job = jobs.REGISTRY.get(session.session_id())
     polling = job is not None and job.active
     st.fragment(progress_view, run_every=POLL_SECONDS if polling else None)()
 

@@ -20,8 +20,16 @@ def _deterministic() -> None:
 def tiny_config(**overrides) -> ModelConfig:
     """A model small enough for unit tests (d_model=16, one layer each side)."""
     base = dict(
-        src_vocab_size=20, tgt_vocab_size=20, d_model=16, n_heads=4, n_encoder_layers=1,
-        n_decoder_layers=1, d_ff=32, dropout=0.0, max_len=64, pad_id=0,
+        src_vocab_size=20,
+        tgt_vocab_size=20,
+        d_model=16,
+        n_heads=4,
+        n_encoder_layers=1,
+        n_decoder_layers=1,
+        d_ff=32,
+        dropout=0.0,
+        max_len=64,
+        pad_id=0,
     )
     base.update(overrides)
     return ModelConfig(**base)

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from tests.conftest import tiny_config
-from visformer import analysis as an
+from visformer.explain import analysis as an
+from visformer.explain import kinds
 from visformer.model import Transformer
 
 
@@ -63,9 +64,9 @@ def test_head_statistics_has_one_row_per_head_and_grids_back() -> None:
 
 
 def test_future_mask_marks_the_upper_triangle() -> None:
-    mask = an.future_mask(3, 3)
+    mask = kinds.future_mask(3, 3)
     assert mask.tolist() == [[False, True, True], [False, False, True], [False, False, False]]
-    assert not an.future_mask(1, 4).any()  # the last query of a longer sequence sees everything
+    assert not kinds.future_mask(1, 4).any()  # the last query of a longer sequence sees everything
 
 
 def test_attention_frame_is_long_and_labelled() -> None:
@@ -120,7 +121,7 @@ def test_embedding_norms_skip_padding() -> None:
     assert (norms > 0).all()
 
 
-@pytest.mark.parametrize("kind", an.KINDS)
+@pytest.mark.parametrize("kind", kinds.KINDS)
 @pytest.mark.parametrize("layer", [0, 1])
 def test_head_internals_match_the_models_attention(kind: str, layer: int) -> None:
     for norm_first in (False, True):

@@ -1,4 +1,4 @@
-"""The app in Streamlit's AppTest (no browser) on a tiny checkpoint made here, plus app_support's pure helpers."""
+"""The app in Streamlit's AppTest (no browser) on a tiny checkpoint made here, plus the pure helpers of explain.views, explain.examples and classroom.catalogue."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from visformer import app_support as sup
 from visformer.checkpoint import save_checkpoint
+from visformer.classroom import catalogue
 from visformer.config import ModelConfig
 from visformer.decoding import STRATEGIES
+from visformer.explain import examples as example_text
+from visformer.explain import views as sup
 from visformer.model import Transformer
 from visformer.tasks import task_tokenizer
 
@@ -215,7 +217,7 @@ def test_every_slider_on_the_attention_page_changes_what_is_shown(env) -> None:
 
 def test_examples_fill_the_sentence_box(env) -> None:
     at = run_app()
-    examples = sup.example_sentences("tiny-reverse", task="reverse")
+    examples = example_text.example_sentences("tiny-reverse", task="reverse")
     assert at.pills(key="example_pick").options == examples
     at.pills(key="example_pick").set_value(examples[1]).run()
     assert at.text_input(key="sentence").value == examples[1]
@@ -342,7 +344,7 @@ def test_pe_page_url_restores_sliders_and_charts(env) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# app_support (pure)
+# explain.views, explain.examples, classroom.catalogue (pure)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -355,7 +357,7 @@ def test_parse_view_validates_every_parameter() -> None:
     bad = sup.parse_view({"layer": "x", "view": "?", "ablate": "e0", "pe_len": ["20", "5000"]})
     assert bad["layer"] == 0 and bad["view"] == "cross" and bad["ablate"] == ()
     assert bad["pe_len"] == 1000  # repeated key: the last one, clipped into range
-    assert sup.parse_view({"sentence": "x" * 1000})["sentence"] == "x" * sup.MAX_SENTENCE_CHARS
+    assert sup.parse_view({"sentence": "x" * 3000})["sentence"] == "x" * 3000  # the page cuts it, saying so
 
 
 def test_url_params_leave_defaults_out() -> None:
@@ -413,22 +415,22 @@ def test_checkpoint_discovery_and_default(tmp_path: Path) -> None:
     (shipped / "half-written").mkdir()  # no config.json: not a checkpoint
     (user / "mine").mkdir(parents=True)
     (user / "mine" / "config.json").write_text("{}")
-    found = sup.discover_checkpoints(shipped, user)
+    found = catalogue.discover_checkpoints(shipped, user)
     assert [c.key for c in found] == ["multi30k-en-de", "copy", "reverse", "yours/mine"]
-    assert sup.default_choice(found).key == "multi30k-en-de"
-    assert sup.default_choice([c for c in found if c.key != "multi30k-en-de"]).key == "copy"
-    assert sup.find_choice(found, "yours/mine").label == "mine (yours)"
-    assert sup.find_choice(found, "nope").key == "multi30k-en-de"
-    assert sup.default_choice([]) is None
-    assert sup.checkpoint_stamp(shipped / "copy") > 0
+    assert catalogue.default_choice(found).key == "multi30k-en-de"
+    assert catalogue.default_choice([c for c in found if c.key != "multi30k-en-de"]).key == "copy"
+    assert catalogue.find_choice(found, "yours/mine").label == "mine (yours)"
+    assert catalogue.find_choice(found, "nope").key == "multi30k-en-de"
+    assert catalogue.default_choice([]) is None
+    assert catalogue.checkpoint_stamp(shipped / "copy") > 0
 
 
 def test_example_sentences_follow_the_checkpoint_language() -> None:
-    assert sup.language_pair("multi30k-en-de") == ("en", "de")
-    assert sup.language_pair("tatoeba-ko-en") == ("ko", "en")
-    assert sup.language_pair("x", {"src_lang": "fr", "tgt_lang": "en"}) == ("fr", "en")
-    assert sup.example_sentences("tatoeba-ko-en")[0] == sup.EXAMPLES["ko"][0]
-    assert sup.example_sentences("multi30k-de-en") == sup.EXAMPLES["de"]
-    assert sup.example_sentences("whatever") == sup.EXAMPLES["en"]
-    reverse = sup.example_sentences("reverse", task="reverse")
+    assert example_text.language_pair("multi30k-en-de") == ("en", "de")
+    assert example_text.language_pair("tatoeba-ko-en") == ("ko", "en")
+    assert example_text.language_pair("x", {"src_lang": "fr", "tgt_lang": "en"}) == ("fr", "en")
+    assert example_text.example_sentences("tatoeba-ko-en")[0] == example_text.EXAMPLES["ko"][0]
+    assert example_text.example_sentences("multi30k-de-en") == example_text.EXAMPLES["de"]
+    assert example_text.example_sentences("whatever") == example_text.EXAMPLES["en"]
+    reverse = example_text.example_sentences("reverse", task="reverse")
     assert reverse and all(set(s.split()) <= set("abcdefghijklmnopqrstuvwxyz") for s in reverse)

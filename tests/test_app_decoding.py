@@ -7,8 +7,8 @@ import itertools
 import pytest
 
 from tests.test_app_timeline import chart_specs, env, open_link, open_page, roots  # noqa: F401 (fixtures)
-from visformer import app_support as sup
 from visformer.decoding import STRATEGIES
+from visformer.explain import views as sup
 
 DECODING = "pages/decoding.py"
 NAMES = list(STRATEGIES)

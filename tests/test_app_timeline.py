@@ -11,13 +11,13 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.test_app import env, run_app  # noqa: F401 (env: fixture pointing the app at `roots` below)
-from visformer import jobs
+from visformer import recipes
 from visformer.checkpoint import save_checkpoint
-from visformer.config import ModelConfig
-from visformer.hosting import HostedLimits
+from visformer.classroom import jobs
+from visformer.classroom.hosting import HostedLimits
+from visformer.config import ModelConfig, TrainConfig
 from visformer.model import Transformer
 from visformer.tasks import task_tokenizer
-from visformer.training import TrainConfig
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 TIMELINE = "pages/timeline.py"
@@ -28,8 +28,8 @@ def trained_checkpoint(root: Path, name: str = "toy-copy") -> Path:
     """A copy-task model trained for 40 steps with 4 attention snapshots (about a second on one thread)."""
     config = TrainConfig(steps=40, warmup=10, max_tokens=512, log_every=5, eval_every=20, eval_examples=10,
                          n_snapshots=4, threads=1)  # fmt: skip
-    spec = jobs.RunSpec(
-        name, jobs.TaskSource("copy", 300, 20), jobs.ModelSize(16, 2, 1, 32), config, max_len=24
+    spec = recipes.RunSpec(
+        name, recipes.TaskSource("copy", 300, 20), recipes.ModelSize(16, 2, 1, 32), config, max_len=24
     )
     job = jobs.JobRegistry().start(f"fixture-{root}", spec, HostedLimits(), root)
     assert job.join(timeout=600)

@@ -8,8 +8,8 @@ import uuid
 from streamlit.testing.v1 import AppTest
 
 from tests.test_app_timeline import env, open_page, roots  # noqa: F401 (fixtures)
-from visformer import app_support as sup
 from visformer.checkpoint import load_checkpoint
+from visformer.classroom import catalogue
 
 TRAIN = "pages/train.py"
 
@@ -54,7 +54,7 @@ def test_a_toy_run_finishes_and_opens_on_the_attention_page(env) -> None:  # noq
     assert any(name in s.value for s in at.success)
     ck = load_checkpoint(user / name)
     assert ck.task == "copy" and ck.metrics["steps"] == 10 and ck.snapshots
-    assert f"yours/{name}" in [c.key for c in sup.discover_checkpoints()]  # the sidebar picker lists it
+    assert f"yours/{name}" in [c.key for c in catalogue.discover_checkpoints()]  # the sidebar picker lists it
     at.button(key="train_open").click().run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.session_state["checkpoint"] == f"yours/{name}"
@@ -112,8 +112,9 @@ def test_custom_sizes_stay_within_hosted_limits(env, monkeypatch) -> None:  # no
 
 
 def test_fast_recipe_starts_the_benchmark_recipe(env) -> None:  # noqa: F811 (fixture imported above)
-    """The Fast recipe button trains with jobs.toy_spec (the bench's reverse-task recipe), whatever the sliders say."""
-    from visformer import jobs
+    """The Fast recipe button trains with recipes.toy_spec (the bench's reverse-task recipe), whatever the sliders say."""
+    from visformer import recipes
+    from visformer.classroom import jobs
 
     name = f"apptest-{uuid.uuid4().hex[:8]}"
     at = open_page(TRAIN)
@@ -124,7 +125,7 @@ def test_fast_recipe_starts_the_benchmark_recipe(env) -> None:  # noqa: F811 (fi
     at.button(key="train_fast").click().run()
     assert not at.exception, [e.value for e in at.exception]
     job = jobs.REGISTRY.get(at.session_state["_train_owner"])
-    expected = jobs.toy_spec(name, "reverse", job.spec.train.steps, 0)
+    expected = recipes.toy_spec(name, "reverse", job.spec.train.steps, 0)
     assert job.spec == expected and job.spec.train.stop_at_exact_match == 1.0
     assert job.spec.size.decoder_layers == 1 and job.spec.size.norm_first
     job.stop()

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from tests.test_bad_checkpoints import tiny_checkpoint
-from visformer.archive import ArchiveError, export_checkpoint_zip, import_checkpoint_zip
 from visformer.checkpoint import CheckpointError, list_checkpoints, load_checkpoint
-from visformer.hosting import HostedLimits
-from visformer.validation import InputError
+from visformer.classroom.archive import ArchiveError, export_checkpoint_zip, import_checkpoint_zip
+from visformer.classroom.hosting import HostedLimits
+from visformer.classroom.inputs import InputError
 
 HOSTED = HostedLimits.hosted()
 

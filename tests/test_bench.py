@@ -71,10 +71,13 @@ def test_quick_run_writes_results(tmp_path: Path, capsys: pytest.CaptureFixture[
     # other helpers' sections survive a run that did not measure them
     assert sections["Decoding"].strip().endswith("kept from another helper")
     training = _table_rows(sections["Training throughput"])
-    assert [r[0] for r in training] == ["padded batch", "no padding"]
+    labels = [label for label, _ in bench_training.precision_runs()]
+    assert [r[0] for r in training] == [f"{a}, {b}" for a in labels for b in ("padded batch", "no padding")]
+    assert labels[-1] == "both fp32" and labels[0].startswith("visformer default")
     median_spread = re.compile(r"^[\d,.]+ \([\d,.]+–[\d,.]+\)$")
     assert all(median_spread.match(cell.rstrip("×")) for r in training for cell in r[2:6]), training
     assert "matmul peak" in sections["Training throughput"]
+    assert "fp32 vs bf16 autocast" in sections["Training throughput"]
     shares = {r[0]: r[1:] for r in _table_rows(sections["Training profile"])}
     assert "matmul" in shares and all(cell.endswith("%") for row in shares.values() for cell in row)
     lengths = _table_rows(sections["Scaling: sentence length"])
@@ -121,9 +124,9 @@ def test_time_to_learn_keeps_the_task_and_stops_at_exact_match() -> None:
 
 def test_best_settings_are_the_train_pages_toy_recipe() -> None:
     from bench.bench_time_to_learn import BEST
-    from visformer import jobs
+    from visformer import recipes
 
-    spec = jobs.toy_spec("toy", seed=2)
+    spec = recipes.toy_spec("toy", seed=2)
     assert BEST.model_config(30) == spec.size.config(30, 30, spec.max_len, spec.dropout)
     assert BEST.train_config(seed=2, limit_s=60.0) == replace(
         spec.train, steps=100_000, log_every=25, n_snapshots=0, time_limit_s=60.0, threads=BEST.threads

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from bench.bench_load import SAVED
 from tests.test_browser import SHOTS, WAIT_MS, _wait_until_idle, browser, server  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.browser
@@ -89,7 +90,7 @@ def test_train_then_replay_the_timeline_in_chromium(server: str, page) -> None: 
     _shot(page, "train-running")
     page.get_by_role("button", name="Open it on the Attention page").wait_for(timeout=TRAIN_WAIT_MS)
     _charts(page, 2)
-    assert page.get_by_text("Saved as").count() >= 1
+    assert page.get_by_text(SAVED).count() >= 1
     _shot(page, "train-done")
 
     page.get_by_role("button", name="Replay its attention timeline").click()

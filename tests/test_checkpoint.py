@@ -20,10 +20,12 @@ from visformer.checkpoint import (
     save_checkpoint,
     save_trainer,
 )
+from visformer.config import TrainConfig
 from visformer.model import AttentionMaps, Transformer
+from visformer.records import Snapshot
 from visformer.tasks import make_examples, task_tokenizer
 from visformer.tokenizer import SymbolTokenizer
-from visformer.training import Snapshot, TrainConfig, Trainer
+from visformer.training import Trainer
 
 from .conftest import tiny_config
 

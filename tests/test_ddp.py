@@ -16,9 +16,10 @@ import torch.multiprocessing as mp
 from safetensors.torch import load_file, save_file
 
 from visformer.checkpoint import load_checkpoint
+from visformer.config import TrainConfig
 from visformer.model import Transformer
 from visformer.tasks import make_examples, task_tokenizer
-from visformer.training import TrainConfig, Trainer
+from visformer.training import Trainer
 
 from .conftest import tiny_config
 

@@ -456,7 +456,7 @@ def test_run_strategies_errors_are_clear() -> None:
     model = make_model()
     with pytest.raises(ValueError, match="one sentence"):
         run_strategies(model, make_src(0, batch=2), [("greedy", {})])
-    with pytest.raises(ValueError, match="temperature must be > 0"):
+    with pytest.raises(ValueError, match="temperature must be between"):
         run_strategies(model, make_src(0, batch=1), [("greedy", {}), ("temperature", {"temperature": 0})])
     with pytest.raises(ValueError, match="fixes"):
         run_strategies(model, make_src(0, batch=1), [("top-k", {"top_p": 0.5})])

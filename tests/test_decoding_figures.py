@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from tests.conftest import tiny_config
-from visformer import decoding_figures as dfig
 from visformer.decoding import BeamNode, Step, translate
+from visformer.explain import decoding as dfig
 from visformer.model import Transformer
 from visformer.tasks import task_tokenizer
 

@@ -6,8 +6,9 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from visformer import analysis as an
-from visformer import figures as fg
+from visformer.explain import analysis as an
+from visformer.explain import attention as fg
+from visformer.explain import kinds, positional, style
 
 
 def _heatmaps(fig: go.Figure) -> list[go.Heatmap]:
@@ -29,13 +30,13 @@ def test_attention_heatmap_labels_hover_and_duplicates() -> None:
 
 def test_masked_cells_are_empty_and_hatched_not_zero() -> None:
     w = np.tril(np.ones((3, 3))) / np.arange(1, 4)[:, None]
-    masked = an.future_mask(3, 3)
+    masked = kinds.future_mask(3, 3)
     fig = fg.attention_heatmap(w, list("abc"), list("abc"), masked=masked)
     z = np.asarray(_heatmaps(fig)[0].z, dtype=float)
     assert np.isnan(z[masked]).all() and not np.isnan(z[~masked]).any()
     patches = [t for t in fig.data if isinstance(t, go.Scatter)]
     assert len(patches) == 1 and patches[0].fillpattern.shape == "/"
-    assert fg.MASK_HOVER in patches[0].text
+    assert style.MASK_HOVER in patches[0].text
     xs = [x for x in patches[0].x if x is not None]
     assert min(xs) == 0.5 and max(xs) == 2.5  # covers columns 1..2 only
     # no mask, no patch
@@ -45,7 +46,7 @@ def test_masked_cells_are_empty_and_hatched_not_zero() -> None:
 
 
 def test_mask_rectangles_one_polygon_per_run() -> None:
-    xs, _ = fg._mask_rectangles(np.array([[False, True, True], [True, False, True]]))
+    xs, _ = style._mask_rectangles(np.array([[False, True, True], [True, False, True]]))
     assert xs.count(None) == 3
 
 
@@ -57,7 +58,7 @@ def test_label_mismatch_is_a_clear_error() -> None:
 @pytest.mark.parametrize(("layers", "heads"), [(1, 1), (2, 3), (3, 8)])
 def test_attention_grid_has_one_panel_per_layer_and_head(layers: int, heads: int) -> None:
     stack = np.random.default_rng(1).random((layers, heads, 3, 3))
-    masked = an.future_mask(3, 3)
+    masked = kinds.future_mask(3, 3)
     fig = fg.attention_grid(stack, list("abc"), list("xyz"), masked=masked, highlight=(layers - 1, heads - 1))
     heats = _heatmaps(fig)
     assert len(heats) == layers * heads
@@ -80,23 +81,25 @@ def test_metric_heatmap_and_step_figure_shapes() -> None:
 
 def test_pe_figures() -> None:
     pe = an.pe_matrix(20, 8)
-    heat = fg.pe_heatmap(pe, mark_position=3, mark_pair=1)
+    heat = positional.pe_heatmap(pe, mark_position=3, mark_pair=1)
     assert np.asarray(heat.data[0].z).shape == (20, 8) and len(heat.layout.shapes) == 2
     sin, cos, wl = an.pe_pair(20, 8, 0)
-    pair = fg.pe_pair_figure(sin, cos, wl, 0, 8)
+    pair = positional.pe_pair_figure(sin, cos, wl, 0, 8)
     assert len(pair.data) == 2
     assert len([s for s in pair.layout.shapes if s.type == "line"]) == int(19 // wl)  # wavelength marks
-    far = fg.pe_pair_figure(*an.pe_pair(20, 8, 3), 3, 8)
+    far = positional.pe_pair_figure(*an.pe_pair(20, 8, 3), 3, 8)
     assert "longer than shown" in far.layout.title.text and "wavelength" in pair.layout.title.text
-    vec = fg.pe_vector_figure(pe[3], 3)
+    vec = positional.pe_vector_figure(pe[3], 3)
     assert sum(len(t.x) for t in vec.data) == 8
-    binary = fg.binary_figure(an.binary_bits(16), an.pe_matrix(16, 8))
+    binary = positional.binary_figure(an.binary_bits(16), an.pe_matrix(16, 8))
     assert [np.asarray(t.z).shape for t in binary.data] == [(16, 4), (16, 4)]
     ks, dots = an.pe_dot_products(5, 4, 8)
-    assert len(fg.dot_product_figure(ks, dots, 5).data[0].x) == len(ks)
+    assert len(positional.dot_product_figure(ks, dots, 5).data[0].x) == len(ks)
     check = an.rotation_check(5, 2, 8)
-    assert len(fg.rotation_figure(check.target[:2], check.target[:2], check.rotated[:2], 0, 2).data) == 4
-    norms = fg.norms_figure(np.ones(10), an.pe_norm(8))
+    assert (
+        len(positional.rotation_figure(check.target[:2], check.target[:2], check.rotated[:2], 0, 2).data) == 4
+    )
+    norms = positional.norms_figure(np.ones(10), an.pe_norm(8))
     assert "2.00" in norms.layout.annotations[0].text
 
 
@@ -111,5 +114,5 @@ def test_inside_head_figures() -> None:
 
 
 def test_chart_config_names_the_png() -> None:
-    cfg = fg.chart_config("pe-heatmap")
+    cfg = style.chart_config("pe-heatmap")
     assert cfg["toImageButtonOptions"] == {"format": "png", "filename": "pe-heatmap", "scale": 2}

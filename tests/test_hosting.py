@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from visformer.hosting import (
+from visformer.classroom.hosting import (
     BusyError,
     HostedLimits,
     RunSlots,
@@ -132,13 +132,13 @@ def test_run_slots_under_threads() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Bounded training and isolation, end to end through the job API (visformer.jobs)
+# Bounded training and isolation, end to end through the job API (visformer.classroom.jobs)
 # ---------------------------------------------------------------------------------------------
 
 
 def _spec(name: str, steps: int = 12, **train: object):
-    from visformer.jobs import ModelSize, RunSpec, TaskSource
-    from visformer.training import TrainConfig
+    from visformer.config import TrainConfig
+    from visformer.recipes import ModelSize, RunSpec, TaskSource
 
     config = TrainConfig(steps=steps, max_tokens=512, warmup=4, eval_every=10_000, log_every=2, n_snapshots=2,
                          device="cpu", **train)  # fmt: skip
@@ -154,7 +154,7 @@ def _hosted(**changes: object) -> HostedLimits:
 
 
 def test_job_refuses_busy_server_and_second_run_per_session(tmp_path: Path) -> None:
-    from visformer.jobs import JobRegistry
+    from visformer.classroom.jobs import JobRegistry
 
     limits = _hosted(max_concurrent_runs=1, max_steps=100_000, max_wall_time_s=600.0)
     registry = JobRegistry()
@@ -180,9 +180,10 @@ def test_job_limits_model_size_steps_wall_time_and_threads(
     import torch
 
     from visformer.checkpoint import load_checkpoint
-    from visformer.jobs import JobRegistry, ModelSize
+    from visformer.classroom.inputs import InputError
+    from visformer.classroom.jobs import JobRegistry
+    from visformer.recipes import ModelSize
     from visformer.training import Trainer
-    from visformer.validation import InputError
 
     registry = JobRegistry()
     limits = _hosted(max_wall_time_s=1.0, max_steps=50_000, max_concurrent_runs=3)
@@ -197,13 +198,13 @@ def test_job_limits_model_size_steps_wall_time_and_threads(
     assert not any(tmp_path.iterdir())
 
     threads_seen: list[int] = []
-    original = Trainer.run
+    original = Trainer._steps
 
-    def spy(self: Trainer):
+    def spy(self: Trainer):  # the loop's body runs inside run()'s thread setting
         threads_seen.append(torch.get_num_threads())
         yield from original(self)
 
-    monkeypatch.setattr(Trainer, "run", spy)
+    monkeypatch.setattr(Trainer, "_steps", spy)
     job = registry.start("a", _spec("timed", steps=50_000), limits, tmp_path)
     assert job.join(timeout=120)
     progress = job.progress()
@@ -219,7 +220,7 @@ def test_nan_loss_stops_and_keeps_the_last_good_weights(
     import torch
 
     from visformer.checkpoint import load_checkpoint
-    from visformer.jobs import JobRegistry
+    from visformer.classroom.jobs import JobRegistry
     from visformer.training import Trainer
 
     original = Trainer._loss
@@ -244,8 +245,8 @@ def test_nan_loss_stops_and_keeps_the_last_good_weights(
 
 
 def test_sessions_do_not_see_or_overwrite_each_other(tmp_path: Path) -> None:
-    from visformer.app_support import discover_checkpoints
-    from visformer.jobs import JobRegistry
+    from visformer.classroom.catalogue import discover_checkpoints
+    from visformer.classroom.jobs import JobRegistry
 
     limits = _hosted()
     registry = JobRegistry()
@@ -271,7 +272,7 @@ def test_crash_while_saving_fails_cleanly_without_a_half_checkpoint(
 ) -> None:
     import visformer.checkpoint as checkpoint_module
     from visformer.checkpoint import list_checkpoints
-    from visformer.jobs import JobRegistry
+    from visformer.classroom.jobs import JobRegistry
 
     def crash(path: Path, data: object) -> None:
         raise OSError("disk full")

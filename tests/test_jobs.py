@@ -8,22 +8,23 @@ from pathlib import Path
 
 import pytest
 
-from visformer import jobs
+from visformer import recipes
 from visformer.checkpoint import load_checkpoint
+from visformer.classroom import jobs
+from visformer.classroom.hosting import BusyError, HostedLimits
+from visformer.config import TrainConfig
 from visformer.data import Pair
-from visformer.hosting import BusyError, HostedLimits
-from visformer.training import TrainConfig
 
-TINY = jobs.ModelSize(d_model=16, n_heads=2, n_layers=1, d_ff=32)
+TINY = recipes.ModelSize(d_model=16, n_heads=2, n_layers=1, d_ff=32)
 QUICK = TrainConfig(steps=12, warmup=4, max_tokens=256, log_every=2, eval_every=6, eval_examples=10,
                     n_snapshots=3, threads=1)  # fmt: skip
 ENDLESS = replace(QUICK, steps=1_000_000, log_every=1, eval_every=1_000_000, n_snapshots=0)
 LIMITS = HostedLimits()
 
 
-def spec(name: str, config: TrainConfig = QUICK, task: str = "copy") -> jobs.RunSpec:
+def spec(name: str, config: TrainConfig = QUICK, task: str = "copy") -> recipes.RunSpec:
     """A tiny copy-task run."""
-    return jobs.RunSpec(name, jobs.TaskSource(task, n_train=200, n_valid=20), TINY, config, max_len=24)
+    return recipes.RunSpec(name, recipes.TaskSource(task, n_train=200, n_valid=20), TINY, config, max_len=24)
 
 
 def wait_for(job: jobs.Job, condition, polls: int = 3000) -> jobs.Progress:
@@ -118,8 +119,20 @@ def test_concurrent_runs_are_capped_across_sessions(registry, tmp_path: Path) ->
     assert second.join(timeout=300) and second.progress().state == jobs.DONE
 
 
+def test_the_registry_keeps_a_bounded_number_of_finished_jobs(tmp_path: Path) -> None:
+    registry = jobs.JobRegistry(max_finished=1)
+    first = registry.start("alice", spec("a", replace(QUICK, steps=2)), LIMITS, tmp_path)
+    assert first.join(timeout=120)
+    second = registry.start("bob", spec("b", replace(QUICK, steps=2)), LIMITS, tmp_path)
+    assert second.join(timeout=120) and registry.get("alice") is first  # alice's result is still shown
+    third = registry.start("carol", spec("c", replace(QUICK, steps=2)), LIMITS, tmp_path)
+    assert third.join(timeout=120)
+    assert registry.get("alice") is None and registry.get("bob") is second  # the oldest finished one went
+    assert registry.get("carol") is third
+
+
 def test_a_model_beyond_the_limits_fails_with_a_message(registry, tmp_path: Path) -> None:
-    big = jobs.RunSpec("big", jobs.TaskSource("copy"), jobs.ModelSize(256, 4, 2, 1024), QUICK)
+    big = recipes.RunSpec("big", recipes.TaskSource("copy"), recipes.ModelSize(256, 4, 2, 1024), QUICK)
     job = registry.start("heidi", big, HostedLimits.hosted(), tmp_path)
     assert job.join(timeout=300)
     p = job.progress()
@@ -135,7 +148,9 @@ def test_check_spec_counts_parameters_and_refuses_big_models() -> None:
     n = jobs.check_spec(spec("x"), LIMITS, vocab_size=30)
     assert 0 < n < 20_000
     with pytest.raises(ValueError, match="above the limit"):
-        jobs.check_spec(replace(spec("x"), size=jobs.ModelSize(512, 8, 6, 2048)), HostedLimits.hosted(), 30)
+        jobs.check_spec(
+            replace(spec("x"), size=recipes.ModelSize(512, 8, 6, 2048)), HostedLimits.hosted(), 30
+        )
 
 
 def test_checkpoint_names_never_collide(tmp_path: Path) -> None:
@@ -148,12 +163,12 @@ def test_checkpoint_names_never_collide(tmp_path: Path) -> None:
 def test_prepare_data_for_a_corpus_trains_a_joint_tokenizer() -> None:
     words = "the cat dog sat ran on a mat big small red".split()
     pairs = tuple(Pair(f"{a} {b} {c}", f"{c} {b} {a}") for a in words for b in words[:4] for c in words[:3])
-    prepared = jobs.prepare_data(jobs.PairsSource("toy", pairs, vocab_size=300, valid=10))
+    prepared = recipes.prepare_data(recipes.PairsSource("toy", pairs, vocab_size=300, valid=10))
     assert prepared.src_tokenizer is prepared.tgt_tokenizer and prepared.task is None
     assert len(prepared.valid) >= 1 and len(prepared.train) + len(prepared.valid) == len(pairs)
     assert prepared.src_tokenizer.decode(prepared.src_tokenizer.encode("the cat sat")) == "the cat sat"
     with pytest.raises(ValueError, match="fewer than 2 usable"):
-        jobs.prepare_data(jobs.PairsSource("empty", (Pair("a", ""),)))
+        recipes.prepare_data(recipes.PairsSource("empty", (Pair("a", ""),)))
 
 
 def test_find_and_read_corpora_on_disk(tmp_path: Path) -> None:
@@ -178,16 +193,19 @@ def test_find_and_read_corpora_on_disk(tmp_path: Path) -> None:
 
 def test_model_size_can_have_a_shallower_pre_ln_decoder() -> None:
     assert TINY.config(30, 30, 24).n_decoder_layers == 1 and not TINY.config(30, 30, 24).norm_first
-    size = jobs.ModelSize(d_model=16, n_heads=2, n_layers=2, d_ff=32, n_decoder_layers=1, norm_first=True)
+    size = recipes.ModelSize(d_model=16, n_heads=2, n_layers=2, d_ff=32, n_decoder_layers=1, norm_first=True)
     config = size.config(30, 30, 24)
     assert (config.n_encoder_layers, config.n_decoder_layers, config.norm_first) == (2, 1, True)
-    assert jobs.check_spec(jobs.RunSpec("deep-encoder", jobs.TaskSource("copy"), size, QUICK), LIMITS, 30) > 0
+    assert (
+        jobs.check_spec(recipes.RunSpec("deep-encoder", recipes.TaskSource("copy"), size, QUICK), LIMITS, 30)
+        > 0
+    )
 
 
 def test_toy_recipe_stops_at_exact_match_without_dropout_or_smoothing() -> None:
-    spec = jobs.toy_spec("toy", seed=3)
+    spec = recipes.toy_spec("toy", seed=3)
     assert spec.train.stop_at_exact_match == 1.0 and spec.train.label_smoothing == 0.0 and spec.dropout == 0.0
-    assert spec.train.seed == 3 and spec.source == jobs.TaskSource("reverse", n_train=20_000, n_valid=200)
+    assert spec.train.seed == 3 and spec.source == recipes.TaskSource("reverse", n_train=20_000, n_valid=200)
     config = spec.size.config(30, 30, spec.max_len, spec.dropout)
     assert (config.n_encoder_layers, config.n_decoder_layers, config.norm_first) == (2, 1, True)
-    assert jobs.check_spec(spec, LIMITS, jobs.TaskSource("reverse").vocab_size) < 200_000
+    assert jobs.check_spec(spec, LIMITS, recipes.TaskSource("reverse").vocab_size) < 200_000

@@ -80,7 +80,7 @@ def test_padding_changes_nothing(tiny_model: Transformer) -> None:
     a = tiny_model(src, tgt, need_weights=True)
     b = tiny_model(padded, tgt, need_weights=True)
     assert torch.allclose(a.logits, b.logits, atol=1e-5)
-    for enc_a, enc_b in zip(a.attention.encoder, b.attention.encoder):
+    for enc_a, enc_b in zip(a.attention.encoder, b.attention.encoder, strict=True):
         assert torch.all(enc_b[..., 5:] == 0)  # no query attends to a pad key
         assert torch.allclose(enc_b[..., :5, :5], enc_a, atol=1e-5)
     for cross in b.attention.cross:
@@ -157,9 +157,14 @@ def _copy_into_torch_transformer(model: Transformer) -> nn.Transformer:
     """Build nn.Transformer (post-LN, no final norms) holding the same weights."""
     cfg = model.config
     ref = nn.Transformer(
-        d_model=cfg.d_model, nhead=cfg.n_heads, num_encoder_layers=cfg.n_encoder_layers,
-        num_decoder_layers=cfg.n_decoder_layers, dim_feedforward=cfg.d_ff, dropout=0.0,
-        batch_first=True, norm_first=False,
+        d_model=cfg.d_model,
+        nhead=cfg.n_heads,
+        num_encoder_layers=cfg.n_encoder_layers,
+        num_decoder_layers=cfg.n_decoder_layers,
+        dim_feedforward=cfg.d_ff,
+        dropout=0.0,
+        batch_first=True,
+        norm_first=False,
     )
     ref.encoder.norm = None
     ref.decoder.norm = None
@@ -171,13 +176,13 @@ def _copy_into_torch_transformer(model: Transformer) -> nn.Transformer:
         dst.out_proj.bias.copy_(src.w_o.bias)
 
     with torch.no_grad():
-        for dst, src in zip(ref.encoder.layers, model.encoder.layers):
+        for dst, src in zip(ref.encoder.layers, model.encoder.layers, strict=True):
             copy_mha(dst.self_attn, src.self_attn)
             dst.linear1.load_state_dict(src.feed_forward.linear1.state_dict())
             dst.linear2.load_state_dict(src.feed_forward.linear2.state_dict())
             dst.norm1.load_state_dict(src.sublayer1.norm.state_dict())
             dst.norm2.load_state_dict(src.sublayer2.norm.state_dict())
-        for dst, src in zip(ref.decoder.layers, model.decoder.layers):
+        for dst, src in zip(ref.decoder.layers, model.decoder.layers, strict=True):
             copy_mha(dst.self_attn, src.self_attn)
             copy_mha(dst.multihead_attn, src.cross_attn)
             dst.linear1.load_state_dict(src.feed_forward.linear1.state_dict())
@@ -202,8 +207,11 @@ def test_parity_with_torch_nn_transformer() -> None:
         dec_in = model.tgt_embed(tgt)
         ours = model.decoder(dec_in, enc.memory, enc.src_mask)[0]
         theirs = ref.decoder(
-            dec_in, enc.memory, tgt_mask=nn.Transformer.generate_square_subsequent_mask(6),
-            memory_key_padding_mask=src == 0, tgt_is_causal=True,
+            dec_in,
+            enc.memory,
+            tgt_mask=nn.Transformer.generate_square_subsequent_mask(6),
+            memory_key_padding_mask=src == 0,
+            tgt_is_causal=True,
         )
         assert torch.allclose(ours, theirs, atol=1e-5)
 
@@ -251,8 +259,10 @@ def test_overfits_tiny_copy_task() -> None:
 
 
 def test_package_never_imports_streamlit() -> None:
-    code = "import sys, visformer, pkgutil, importlib\n" \
-        "for m in pkgutil.walk_packages(visformer.__path__, 'visformer.'):\n" \
-        "    importlib.import_module(m.name)\n" \
+    code = (
+        "import sys, visformer, pkgutil, importlib\n"
+        "for m in pkgutil.walk_packages(visformer.__path__, 'visformer.'):\n"
+        "    importlib.import_module(m.name)\n"
         "assert 'streamlit' not in sys.modules, 'visformer imported streamlit'\n"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -19,7 +19,8 @@ from visformer.checkpoint import (
 )
 from visformer.cli import main
 from visformer.model import Transformer
-from visformer.training import StepMetrics, Trainer, noam_lr
+from visformer.records import StepMetrics
+from visformer.training import Trainer, noam_lr
 
 from .conftest import tiny_config
 from .test_cli import TINY

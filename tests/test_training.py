@@ -8,18 +8,13 @@ import threading
 import pytest
 import torch
 
+from visformer.config import TrainConfig
 from visformer.data import Pair
 from visformer.model import Transformer
+from visformer.probes import snapshot_schedule
+from visformer.records import EvalMetrics, StepMetrics
 from visformer.tasks import make_examples, task_tokenizer
-from visformer.training import (
-    EvalMetrics,
-    StepMetrics,
-    TrainConfig,
-    Trainer,
-    TrainingDiverged,
-    noam_lr,
-    snapshot_schedule,
-)
+from visformer.training import Trainer, TrainingDiverged, noam_lr
 
 from .conftest import tiny_config
 
@@ -195,3 +190,52 @@ def test_probe_sentences_without_targets_use_greedy_output() -> None:
     list(trainer.run())
     (snap,) = trainer.snapshots
     assert snap.probes == ["a b c", "d e"] and len(snap.targets) == 2
+
+
+def test_bf16_and_fp32_training_agree_on_a_tiny_model() -> None:
+    fp32 = losses(make_trainer(precision="fp32"))
+    bf16 = losses(make_trainer(precision="bf16"))
+    assert len(fp32) == len(bf16) == 40
+    assert bf16[-1] < bf16[0] * 0.8  # bf16 learns
+    assert abs(sum(bf16[-10:]) - sum(fp32[-10:])) / 10 < 0.1 * fp32[-1] + 0.05
+    assert all(p.dtype == torch.float32 for p in make_trainer(precision="bf16").model.parameters())
+
+
+def test_auto_precision_falls_back_to_fp32_without_native_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
+    from visformer import utils
+
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(utils, "_cpu_has_bf16", lambda: False)
+    assert make_trainer(precision="auto").autocast is None
+    assert utils.autocast_dtype("auto", cpu, d_model=512) is None
+    assert make_trainer(precision="bf16").autocast == torch.bfloat16  # asked for explicitly
+    monkeypatch.setattr(utils, "_cpu_has_bf16", lambda: True)
+    assert utils.autocast_dtype("auto", cpu, d_model=256) == torch.bfloat16
+    assert make_trainer(precision="auto").autocast is None  # d_model 32: casts cost more than they save
+    assert utils.autocast_dtype("fp32", cpu, d_model=512) is None
+    with pytest.raises(ValueError, match="precision"):
+        TrainConfig(precision="fp8")
+
+
+def test_a_run_restores_the_callers_thread_count_even_from_a_job_thread() -> None:
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        seen: list[int] = []
+        trainer = make_trainer(steps=3, threads=1)
+        assert torch.get_num_threads() == 2  # building a trainer changes nothing
+
+        def job() -> None:  # the Train page runs the trainer in a background thread
+            for _ in trainer.run():
+                seen.append(torch.get_num_threads())
+
+        worker = threading.Thread(target=job)
+        worker.start()
+        worker.join()
+        assert seen and set(seen) == {1}  # the run itself used its one thread
+        assert torch.get_num_threads() == 2  # the app's own inference keeps its threads
+        for _ in make_trainer(steps=2, threads=1).run():
+            pass
+        assert torch.get_num_threads() == 2  # in the same thread too
+    finally:
+        torch.set_num_threads(before)

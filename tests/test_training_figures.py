@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from visformer import training_figures as tfig
+from visformer.explain import training as tfig
 from visformer.model import AttentionMaps
+from visformer.records import Snapshot
 from visformer.tasks import task_tokenizer
-from visformer.training import Snapshot, noam_lr
+from visformer.training import noam_lr
 
 
 def test_curves_figure_draws_loss_valid_and_lr() -> None:

@@ -9,14 +9,8 @@ import pytest
 import torch
 
 from tests.conftest import tiny_config
-from visformer.config import ModelConfig
-from visformer.data import Pair
-from visformer.decoding import translate
-from visformer.hosting import HostedLimits
-from visformer.model import Transformer
-from visformer.tokenizer import SentencePieceTokenizer, SymbolTokenizer
-from visformer.training import TrainConfig
-from visformer.validation import (
+from visformer.classroom.hosting import HostedLimits
+from visformer.classroom.inputs import (
     InputError,
     bounded_train_config,
     check_decoding_params,
@@ -32,6 +26,11 @@ from visformer.validation import (
     parse_uploaded_tsv,
     strip_controls,
 )
+from visformer.config import ModelConfig, TrainConfig
+from visformer.data import Pair
+from visformer.decoding import translate
+from visformer.model import Transformer
+from visformer.tokenizer import SentencePieceTokenizer, SymbolTokenizer
 
 REPO = Path(__file__).resolve().parents[1]
 HOSTED = HostedLimits.hosted()
@@ -56,7 +55,7 @@ def test_long_sentence_is_cut_at_a_word_and_said() -> None:
     text = " ".join(["word"] * 200)  # 999 characters
     out = clean_sentence(text, HOSTED)
     assert len(out.text) <= HOSTED.max_sentence_chars and out.text.endswith("word")
-    assert out.changed and "300 characters" in out.notes[0]
+    assert out.changed and "first 300 of its 999 characters" in out.notes[0]
     assert clean_sentence("A short one.", HOSTED).notes == ()
 
 

@@ -32,9 +32,10 @@ from safetensors.torch import load as load_safetensors_bytes
 from safetensors.torch import save_file
 from torch import Tensor
 
-from .config import ModelConfig
+from .config import ModelConfig, TrainConfig
 from .model import AttentionMaps, Transformer
-from .training import Snapshot, TrainConfig
+from .models import attention_layers, build_model
+from .records import Snapshot
 
 FORMAT = "visformer-checkpoint"
 VERSION = 1
@@ -46,7 +47,7 @@ SNAPSHOTS_INDEX = "snapshots.json"
 OPTIMIZER_FILE = "optimizer.safetensors"
 SHARED_TOKENIZER, SRC_TOKENIZER, TGT_TOKENIZER = "tokenizer", "src", "tgt"
 CONFIG_KEYS = {"format", "version", "model", "train", "task", "info", "tokenizer"}
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # whole name: re.fullmatch (no "\n" after `$`)
 
 
 class CheckpointError(ValueError):
@@ -77,7 +78,7 @@ class Checkpoint:
 
 def safe_checkpoint_dir(root: str | os.PathLike, name: str) -> Path:
     """root/name for a plain checkpoint name; refuses separators, '..', hidden names and odd characters."""
-    if not isinstance(name, str) or not _NAME.match(name) or ".." in name:
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or ".." in name:
         raise ValueError(
             f"invalid checkpoint name {name!r}: use letters, digits, '.', '_' and '-' "
             "(at most 100, starting with a letter or digit)"
@@ -375,11 +376,7 @@ def _load_snapshots(folder: Path, config: ModelConfig) -> list[Snapshot]:
         return []
     index = _read_json(folder / SNAPSHOTS_INDEX)
     tensors = _read_safetensors(folder / SNAPSHOTS_FILE)
-    layers = {
-        "encoder": config.n_encoder_layers,
-        "decoder": config.n_decoder_layers,
-        "cross": config.n_decoder_layers,
-    }
+    layers = attention_layers(config)  # per architecture (an RNN has only cross-attention)
     snapshots = []
     try:
         for i, entry in enumerate(index):
@@ -416,7 +413,7 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
             f"the model ({model_config.src_vocab_size}, {model_config.tgt_vocab_size})"
         )
     try:
-        model = Transformer(model_config)
+        model = build_model(model_config)  # the architecture the config names (default: Transformer)
     except (TypeError, ValueError, RuntimeError) as exc:  # e.g. d_model 16.0 or a layer count of 1.5
         raise CheckpointError(
             f"{folder.name}: incompatible config.json, the model cannot be built ({exc})"
@@ -499,9 +496,3 @@ def _save_loaded(ckpt: Checkpoint, dst: str | os.PathLike, info: dict[str, Any],
         info=info,
         half=half,
     )
-
-
-def export_checkpoint(src: str | os.PathLike, dst: str | os.PathLike, *, half: bool = True) -> Path:
-    """Copy a checkpoint (e.g. from a training folder into checkpoints/), optionally as float16 weights."""
-    ckpt = load_checkpoint(src)
-    return _save_loaded(ckpt, dst, {**_carried_info(ckpt), "exported_from": Path(src).name}, half)

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from . import recipes
 from .checkpoint import (
     CheckpointError,
     average_checkpoints,
@@ -20,17 +21,12 @@ from .checkpoint import (
     load_optimizer_state,
     save_trainer,
 )
-from .config import ModelConfig
+from .config import PRECISIONS, ModelConfig, TrainConfig
+from .evaluation import corpus_scores, translate_batch
 from .model import Transformer
-from .training import (
-    EvalMetrics,
-    StepMetrics,
-    TrainConfig,
-    Trainer,
-    TrainingDiverged,
-    corpus_scores,
-    translate_batch,
-)
+from .models import SEQ2SEQ_ARCHITECTURES, build_model
+from .records import EvalMetrics, StepMetrics
+from .training import Trainer, TrainingDiverged
 
 
 class UsageError(Exception):
@@ -74,10 +70,12 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--half", action="store_true", help="store weights in float16 (smaller; loads as float32)")
     p.add_argument("--beam-size", type=int, default=4, help="beam size of the final test evaluation")
-    p.add_argument("--n-train", type=int, default=20000, help="toy task: training examples")
-    p.add_argument("--n-valid", type=int, default=500, help="toy task: held-out examples")
+    p.add_argument("--n-train", type=int, default=None, help="toy task: training examples (recipe: 20000)")
+    p.add_argument("--n-valid", type=int, default=None, help="toy task: held-out examples (recipe: 200)")
     p.add_argument("--max-words", type=int, default=64, help="corpus: drop pairs with more words than this")
     # model
+    p.add_argument("--arch", choices=SEQ2SEQ_ARCHITECTURES, default="transformer",
+                   help="transformer, or a GRU seq2seq: rnn-none (no attention), rnn-bahdanau, rnn-luong, rnn-dot")  # fmt: skip
     p.add_argument("--d-model", type=int, default=None)
     p.add_argument("--heads", type=int, default=None)
     p.add_argument("--layers", type=int, default=None, help="encoder and decoder layers")
@@ -86,7 +84,10 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--d-ff", type=int, default=None)
     p.add_argument("--dropout", type=float, default=None)
     p.add_argument("--max-len", type=int, default=None, help="longest sequence in tokens")
-    p.add_argument("--norm-first", action="store_true", help="pre-LN instead of the paper's post-LN")
+    p.add_argument(
+        "--norm-first", action=argparse.BooleanOptionalAction, default=None,
+        help="pre-LN instead of the paper's post-LN (recipe: on for toy tasks)",
+    )  # fmt: skip
     p.add_argument("--vocab-size", type=int, default=8000, help="corpus: SentencePiece vocabulary size")
     p.add_argument("--model-type", choices=("bpe", "unigram"), default="bpe")
     p.add_argument("--separate-vocab", action="store_true", help="corpus: one vocabulary per language")
@@ -96,14 +97,14 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-tokens", type=int, default=None, help="padded tokens per batch")
     p.add_argument("--warmup", type=int, default=None)
     p.add_argument("--lr-factor", type=float, default=None)
-    p.add_argument("--label-smoothing", type=float, default=d.label_smoothing)
-    p.add_argument("--clip-norm", type=float, default=d.clip_norm)
+    p.add_argument("--label-smoothing", type=float, default=None)
+    p.add_argument("--clip-norm", type=float, default=None)
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--device", default=d.device)
     p.add_argument("--eval-every", type=int, default=None)
-    p.add_argument("--eval-examples", type=int, default=d.eval_examples)
+    p.add_argument("--eval-examples", type=int, default=None)
     p.add_argument("--log-every", type=int, default=None)
-    p.add_argument("--snapshots", type=int, default=d.n_snapshots, help="attention snapshots (log-spaced)")
+    p.add_argument("--snapshots", type=int, default=None, help="attention snapshots (log-spaced)")
     p.add_argument("--time-limit", type=float, default=None, help="stop after this many seconds")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument(
@@ -111,6 +112,12 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
         type=float,
         default=None,
         help="toy task: stop once held-out exact match reaches this share (e.g. 1.0)",
+    )
+    p.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default=d.precision,
+        help="autocast: auto = bf16 where the device runs it natively (CUDA, avx512_bf16 CPUs)",
     )
     p.add_argument("--save-every", type=float, default=600.0, help="seconds between checkpoint saves")
     p.add_argument("--no-progress", action="store_true", help="plain log lines instead of a progress bar")
@@ -137,6 +144,11 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("checkpoints", nargs="+", help="checkpoint folders, oldest first")
     a.add_argument("--out", required=True, help="checkpoint folder to write")
     a.add_argument("--float32", action="store_true", help="store float32 weights (default float16)")
+    r = sub.add_parser("prepare", help="write a shipped model's corpus mix with clean held-out splits")
+    r.add_argument("--mix", required=True, help="en-de or ko-en")
+    r.add_argument("--data", required=True, help="folder holding the corpora (e.g. ../shared/data)")
+    r.add_argument("--out", required=True, help="folder for train/valid/test files and manifest.json")
+    r.add_argument("--seed", type=int, default=0)
     return parser
 
 
@@ -178,52 +190,17 @@ def translate_all(
 # ---------------------------------------------------------------------------------------------
 
 
-TASK_DEFAULTS = dict(
-    d_model=64,
-    heads=4,
-    layers=2,
-    d_ff=256,
-    dropout=0.0,
-    max_len=64,
-    steps=1500,
-    max_tokens=2048,
-    warmup=200,
-    lr_factor=0.5,
-    eval_every=250,
-    log_every=25,
-)
-CORPUS_DEFAULTS = dict(
-    d_model=256,
-    heads=4,
-    layers=3,
-    d_ff=1024,
-    dropout=0.1,
-    max_len=128,
-    steps=20000,
-    max_tokens=4096,
-    warmup=4000,
-    lr_factor=1.0,
-    eval_every=1000,
-    log_every=50,
-)
-
-
-def _option(args: argparse.Namespace, name: str, defaults: dict[str, Any]) -> Any:
-    """A command-line value, else the default for this kind of run."""
-    value = getattr(args, name, None)
-    return defaults[name] if value is None else value
-
-
 def _task_data(args: argparse.Namespace) -> tuple[list, list, list, Any, Any]:
-    """Train/valid examples and tokenizers of a toy task (valid sources never seen in training)."""
-    from .tasks import make_examples, task_tokenizer
+    """Train/valid examples and tokenizers of a toy task, split as every toy-task run splits it."""
+    from .tasks import task_tokenizer
 
     try:
         tok = task_tokenizer(args.task)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    valid = make_examples(args.task, args.n_valid, seed=args.seed + 1)
-    train = make_examples(args.task, args.n_train, seed=args.seed, exclude={ex.src for ex in valid})
+    n_train = recipes.TOY_N_TRAIN if args.n_train is None else args.n_train
+    n_valid = recipes.TOY_N_VALID if args.n_valid is None else args.n_valid
+    train, valid = recipes.split_task(args.task, n_train, n_valid, args.seed)
     return train, valid, [], tok, tok
 
 
@@ -269,43 +246,48 @@ def _corpus_data(args: argparse.Namespace) -> tuple[list, list, list, Any, Any]:
     return train, valid, test, src_tok, tgt_tok
 
 
+def _size(args: argparse.Namespace, size: recipes.ModelSize) -> recipes.ModelSize:
+    """The recipe's model size with the sizes given on the command line."""
+    return recipes.ModelSize(
+        d_model=args.d_model or size.d_model,
+        n_heads=args.heads or size.n_heads,
+        n_layers=args.encoder_layers or args.layers or size.n_layers,
+        d_ff=args.d_ff or size.d_ff,
+        n_decoder_layers=args.decoder_layers or args.layers or size.decoder_layers,
+        norm_first=size.norm_first if args.norm_first is None else args.norm_first,
+    )
+
+
+TRAIN_OPTIONS = {  # train arguments -> TrainConfig fields; None on the command line keeps the recipe's value
+    "steps": "steps", "max_tokens": "max_tokens", "warmup": "warmup", "lr_factor": "lr_factor",
+    "label_smoothing": "label_smoothing", "clip_norm": "clip_norm", "seed": "seed", "device": "device",
+    "eval_every": "eval_every", "eval_examples": "eval_examples", "log_every": "log_every",
+    "snapshots": "n_snapshots", "time_limit": "time_limit_s", "threads": "threads",
+    "stop_at_exact_match": "stop_at_exact_match", "precision": "precision",
+}  # fmt: skip
+
+
 def _configs(args: argparse.Namespace, src_tok: Any, tgt_tok: Any) -> tuple[ModelConfig, TrainConfig]:
-    """Model and training configs from the arguments and the kind of run."""
-    defaults = TASK_DEFAULTS if args.task else CORPUS_DEFAULTS
-    layers = _option(args, "layers", defaults)
-    shared = src_tok is tgt_tok
-    model_config = ModelConfig(
-        src_vocab_size=src_tok.vocab_size,
-        tgt_vocab_size=tgt_tok.vocab_size,
-        d_model=_option(args, "d_model", defaults),
-        n_heads=_option(args, "heads", defaults),
-        n_encoder_layers=args.encoder_layers or layers,
-        n_decoder_layers=args.decoder_layers or layers,
-        d_ff=_option(args, "d_ff", defaults),
-        dropout=_option(args, "dropout", defaults),
-        max_len=_option(args, "max_len", defaults),
-        norm_first=args.norm_first,
-        share_embeddings=shared,
+    """Model and training configs: the recipe of this kind of run (recipes.TOY or recipes.CORPUS), then the arguments."""
+    from dataclasses import replace
+
+    recipe = recipes.TOY if args.task else recipes.CORPUS
+    recipe = replace(
+        recipe,
+        size=_size(args, recipe.size),
+        max_len=args.max_len or recipe.max_len,
+        dropout=recipe.dropout if args.dropout is None else args.dropout,
+    )
+    model_config = replace(
+        recipe.config(src_tok.vocab_size, tgt_tok.vocab_size),
+        share_embeddings=src_tok is tgt_tok,
         pad_id=tgt_tok.pad_id,
+        architecture=args.arch,
     )
-    train_config = TrainConfig(
-        steps=_option(args, "steps", defaults),
-        max_tokens=_option(args, "max_tokens", defaults),
-        warmup=_option(args, "warmup", defaults),
-        lr_factor=_option(args, "lr_factor", defaults),
-        label_smoothing=args.label_smoothing,
-        clip_norm=args.clip_norm,
-        seed=args.seed,
-        device=args.device,
-        eval_every=_option(args, "eval_every", defaults),
-        eval_examples=args.eval_examples,
-        log_every=_option(args, "log_every", defaults),
-        n_snapshots=args.snapshots,
-        time_limit_s=args.time_limit,
-        threads=args.threads,
-        stop_at_exact_match=args.stop_at_exact_match,
-    )
-    return model_config, train_config
+    given = {
+        field: getattr(args, arg) for arg, field in TRAIN_OPTIONS.items() if getattr(args, arg) is not None
+    }
+    return model_config, replace(recipe.train, **given)
 
 
 RESUME_OVERRIDES = {  # train arguments that may change when a run is resumed -> TrainConfig fields
@@ -315,6 +297,7 @@ RESUME_OVERRIDES = {  # train arguments that may change when a run is resumed ->
     "eval_every": "eval_every",
     "log_every": "log_every",
     "max_tokens": "max_tokens",
+    "precision": "precision",
 }
 
 
@@ -429,6 +412,17 @@ def _final_test(trainer: Trainer, test: list, args: argparse.Namespace) -> dict[
     }
 
 
+def build_trainer(args: argparse.Namespace) -> tuple[Trainer, list]:
+    """The Trainer `train` runs (a resumed or a new one) and the test pairs scored after it."""
+    if args.resume:
+        return _resumed_trainer(args)
+    train, valid, test, src_tok, tgt_tok = _task_data(args) if args.task else _corpus_data(args)
+    model_config, train_config = _configs(args, src_tok, tgt_tok)
+    torch.manual_seed(args.seed)  # identical initial weights on every rank
+    model = build_model(model_config)
+    return Trainer(model, train, valid, src_tok, tgt_tok, train_config, task=args.task), test
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     """`train`: build data, tokenizers and model, train, save the checkpoint (rank 0)."""
     from .checkpoint import safe_checkpoint_dir
@@ -438,15 +432,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     distributed = _init_distributed()
     if args.threads:
         torch.set_num_threads(args.threads)
-    if args.resume:
-        trainer, test = _resumed_trainer(args)
-        model = trainer.model
-    else:
-        train, valid, test, src_tok, tgt_tok = _task_data(args) if args.task else _corpus_data(args)
-        model_config, train_config = _configs(args, src_tok, tgt_tok)
-        torch.manual_seed(args.seed)  # identical initial weights on every rank
-        model = Transformer(model_config)
-        trainer = Trainer(model, train, valid, src_tok, tgt_tok, train_config, task=args.task)
+    trainer, test = build_trainer(args)
+    model = trainer.model
     if trainer.rank == 0:
         print(
             f"model: {model.num_parameters():,} parameters; {len(trainer.train_pairs)} training pairs; "
@@ -547,7 +534,17 @@ def cmd_average(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_prepare(args: argparse.Namespace) -> int:
+    """`prepare`: build a corpus mix's split files."""
+    from .corpora import prepare
+
+    manifest = prepare(args.mix, args.data, args.out, seed=args.seed)
+    print(f"wrote {args.out}: {manifest['pairs']}")
+    return 0
+
+
 COMMANDS = {
+    "prepare": cmd_prepare,
     "train": cmd_train,
     "translate": cmd_translate,
     "evaluate": cmd_evaluate,

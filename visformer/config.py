@@ -1,10 +1,24 @@
-"""Typed configuration that travels through model, trainer, checkpoint and UI."""
+"""Typed configuration that travels through model, trainer, checkpoint and UI: ModelConfig and TrainConfig."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, fields
 from typing import Any
+
+PRECISIONS = ("auto", "bf16", "fp32")  # TrainConfig.precision: autocast dtype choices
+# Model families (built by visformer.models.build_model): the paper's Transformer, RNN seq2seq
+# without attention / with Bahdanau (additive), Luong (general) or dot-product attention, and the
+# encoder-only (masked) and decoder-only (causal) language models.
+ARCHITECTURES = (
+    "transformer",
+    "rnn-none",
+    "rnn-bahdanau",
+    "rnn-luong",
+    "rnn-dot",
+    "encoder-lm",
+    "decoder-lm",
+)
 
 
 @dataclass(frozen=True)
@@ -23,9 +37,14 @@ class ModelConfig:
     norm_first: bool = False  # False = post-LN as in the paper; True = pre-LN
     share_embeddings: bool = True  # tie source, target and output embeddings (joint vocabulary)
     pad_id: int = 0
+    architecture: str = "transformer"  # one of ARCHITECTURES; checkpoints without it are Transformers
 
     def __post_init__(self) -> None:
         """Reject configurations the model cannot be built from."""
+        if self.architecture not in ARCHITECTURES:
+            raise ValueError(
+                f"unknown architecture {self.architecture!r}; choose one of {', '.join(ARCHITECTURES)}"
+            )
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
         if self.d_model % 2:
@@ -71,3 +90,67 @@ def _from_dict(cls: type, data: dict[str, Any]):
     if unknown:
         raise ValueError(f"unknown {cls.__name__} keys: {', '.join(unknown)}")
     return cls(**data)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Hyper-parameters of one training run (the paper's recipe by default)."""
+
+    steps: int = 1000
+    max_tokens: int = 4096  # source + target tokens per batch (padding included)
+    warmup: int = 4000
+    lr_factor: float = 1.0
+    betas: tuple[float, float] = (0.9, 0.98)
+    eps: float = 1e-9
+    label_smoothing: float = 0.1
+    clip_norm: float = 1.0  # 0 switches clipping off
+    seed: int = 0
+    device: str = "auto"
+    eval_every: int = 500
+    eval_examples: int = 500  # how many validation sentences are decoded for BLEU / exact match
+    log_every: int = 10
+    snapshot_steps: tuple[int, ...] = ()  # explicit steps; empty = a log-spaced schedule
+    snapshot_every: int = 0  # > 0: every N steps instead of the log-spaced schedule
+    n_snapshots: int = 12  # size of the log-spaced schedule (0 switches snapshots off)
+    probes: tuple[str, ...] = ()  # probe source sentences; empty = the first short validation pairs
+    n_probes: int = 4
+    time_limit_s: float | None = None
+    threads: int | None = None
+    stop_at_exact_match: float | None = None  # tasks: end the run once an evaluation reaches this share
+    precision: str = "auto"  # autocast: "auto" = bf16 where native (and d_model >= 256 on a CPU), else fp32
+
+    def __post_init__(self) -> None:
+        """Reject settings the trainer cannot run with."""
+        for name in ("steps", "max_tokens", "warmup", "log_every", "eval_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.lr_factor <= 0:
+            raise ValueError(f"lr_factor must be positive, got {self.lr_factor}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
+        object.__setattr__(self, "betas", tuple(self.betas))
+        object.__setattr__(self, "snapshot_steps", tuple(int(s) for s in self.snapshot_steps))
+        object.__setattr__(self, "probes", tuple(self.probes))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        """Build from a dict, refusing unknown keys with a clear message."""
+        unknown = sorted(set(data) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ValueError(f"unknown TrainConfig keys: {', '.join(unknown)}")
+        return cls(**data)
+
+    def to_json(self) -> str:
+        """Serialise to JSON."""
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> TrainConfig:
+        """Parse from JSON."""
+        return cls.from_dict(json.loads(text))

@@ -129,6 +129,89 @@ def split_by_source(
     return Splits(out["train"], out["valid"], out["test"])
 
 
+def _components(keys: Sequence[Sequence[str]]) -> list[int]:
+    """Connected-component id of each item, items being linked when they share any key (union-find)."""
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for item_keys in keys:
+        first = find(item_keys[0])
+        for key in item_keys[1:]:
+            parent[find(key)] = first
+    roots: dict[str, int] = {}
+    return [roots.setdefault(find(k[0]), len(roots)) for k in keys]
+
+
+def split_disjoint(
+    pairs: Sequence[Pair],
+    valid: int,
+    test: int,
+    seed: int = 0,
+    groups: Sequence[str | None] | None = None,
+    held_out_from: Callable[[int], bool] | None = None,
+) -> Splits:
+    """Split so that no source or target sentence (nor paraphrase group) of valid/test occurs in train.
+
+    Pairs that share a source, a target or a group form one component, and a component goes whole to
+    one split. `valid` and `test` are minimum pair counts; `held_out_from(i)` limits which pairs may be
+    held out (e.g. only one corpus of a mix).
+    """
+    keys = [
+        [f"s\t{p.src}", f"t\t{p.tgt}"] + ([f"g\t{groups[i]}"] if groups and groups[i] else [])
+        for i, p in enumerate(pairs)
+    ]
+    comp = _components(keys)
+    members: dict[int, list[int]] = {}
+    for i, c in enumerate(comp):
+        members.setdefault(c, []).append(i)
+    eligible = [
+        c for c, idx in members.items() if held_out_from is None or all(held_out_from(i) for i in idx)
+    ]
+    rank = {c: hashlib.sha256(f"{seed}\t{pairs[members[c][0]].src}".encode()).digest() for c in eligible}
+    eligible.sort(key=rank.__getitem__)
+    where: dict[int, str] = {}
+    counts = {"test": 0, "valid": 0}
+    for c in eligible:
+        name = "test" if counts["test"] < test else "valid" if counts["valid"] < valid else None
+        if name is None:
+            break
+        if len(members[c]) > max(10, (test if name == "test" else valid) // 20):
+            continue  # a huge component ("Yes." with many translations) would skew a held-out set
+        where[c] = name
+        counts[name] += len(members[c])
+    if counts["test"] < test or counts["valid"] < valid:
+        raise ValueError(
+            f"only {counts} pairs could be held out disjointly (asked {test} test, {valid} valid)"
+        )
+    out: dict[str, list[Pair]] = {"train": [], "valid": [], "test": []}
+    for i, p in enumerate(pairs):
+        out[where.get(comp[i], "train")].append(p)
+    return Splits(out["train"], out["valid"], out["test"])
+
+
+def drop_overlapping(pairs: Sequence[Pair], held_out: Iterable[Pair]) -> list[Pair]:
+    """Pairs that share neither their source nor their target with any held-out pair."""
+    held = list(held_out)
+    srcs, tgts = {p.src for p in held}, {p.tgt for p in held}
+    return [p for p in pairs if p.src not in srcs and p.tgt not in tgts]
+
+
+def token_room(max_len: int) -> int:
+    """Tokens of one sentence that a model of max_len positions reads: one position is kept for </s> (or <s>)."""
+    return max_len - 1
+
+
+def fit_tokens(ids: Sequence[int], max_len: int) -> list[int]:
+    """The one cut of a sentence's token ids to the model's length: the first token_room(max_len) of them."""
+    return list(ids[: token_room(max_len)])
+
+
 def encode_pairs(
     pairs: Iterable[_HasText], src_tok: Tokenizer, tgt_tok: Tokenizer, max_len: int | None = None
 ) -> list[Example]:
@@ -265,3 +348,14 @@ def batch_by_tokens(
             yield batch
 
     return generate()
+
+
+def batches(
+    examples: Sequence[tuple[list[int], list[int]]],
+    max_tokens: int,
+    tok: Tokenizer,
+    shuffle: bool,
+    seed: int,
+) -> Iterator[Batch]:
+    """One epoch of token-budget batches with the tokenizer's special ids."""
+    return batch_by_tokens(list(examples), max_tokens, tok.pad_id, tok.bos_id, tok.eos_id, shuffle, seed)

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from .data import fit_tokens
 from .model import AttentionMaps, Encoded, HeadMask, KVCache, Transformer
 from .tokenizer import BOS_ID, EOS_ID, Tokenizer
 
@@ -548,6 +549,22 @@ class Param:
         """Whether the parameter takes whole numbers."""
         return float(self.step).is_integer()
 
+    def check(self, raw: Any) -> int | float:
+        """raw as a number in [low, high] (an int when the parameter takes whole numbers), else ValueError."""
+        try:
+            value = float(raw)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{self.name} must be a number, got {raw!r}") from exc
+        if not math.isfinite(value) or not self.low <= value <= self.high:
+            greedy_hint = " (temperature 0 means 'always the most likely token': use greedy)"
+            hint = greedy_hint if self.name == "temperature" else ""
+            raise ValueError(f"{self.name} must be between {self.low:g} and {self.high:g}, got {raw!r}{hint}")
+        if not self.is_int:
+            return value
+        if not value.is_integer():
+            raise ValueError(f"{self.name} must be a whole number, got {raw!r}")
+        return int(value)
+
 
 @dataclass(frozen=True)
 class Strategy:
@@ -564,11 +581,15 @@ class Strategy:
         return {p.name: int(p.default) if p.is_int else p.default for p in self.params}
 
     def resolve(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        """Defaults, then the fixed values, then `params` (refusing to override a fixed value)."""
+        """Defaults, then the fixed values, then `params`; a fixed value or one outside its range is refused."""
         clash = sorted(set(params) & set(self.fixed))
         if clash:
             raise ValueError(f"strategy '{self.name}' fixes {', '.join(clash)}; choose another strategy")
-        return {**self.defaults(), **self.fixed, **params}
+        merged = {**self.defaults(), **self.fixed, **params}
+        for p in (*self.params, MAX_LEN):  # the declared ranges, also what the app's validation checks
+            if merged.get(p.name) is not None:
+                merged[p.name] = p.check(merged[p.name])
+        return merged
 
     def __call__(self, model: Transformer, src: Tensor, **params: Any) -> DecodeResult:
         """Run on src (B, S) with defaults, the fixed values and `params` (exposed or decoding options)."""
@@ -577,7 +598,7 @@ class Strategy:
         return result
 
 
-_MAX_LEN_HELP = "most target tokens to generate (default: source length + 50)"
+MAX_LEN = Param("max_len", 0, 1, math.inf, 1, "most target tokens to generate (default: source length + 50)")
 _SEED = Param("seed", 0, 0, 2**31 - 1, 1, "random seed: the same seed gives the same samples")
 _TEMPERATURE = Param("temperature", 1.0, 0.05, 3.0, 0.05, "divide logits by T: < 1 sharper, > 1 flatter")
 _TOP_K = Param("top_k", 10, 0, 200, 1, "keep only the k most probable tokens (0 = off)")
@@ -614,7 +635,7 @@ STRATEGIES: dict[str, Strategy] = {
         Strategy(
             "top-k",
             sample,
-            (_TOP_K, _SEED),
+            (replace(_TOP_K, low=1, help="keep only the k most probable tokens"), _SEED),
             "sample among the k most probable tokens",
             {"temperature": 1.0, "top_p": 1.0},
         ),  # fmt: skip
@@ -753,15 +774,20 @@ def translate(
     head_mask: HeadMask | None = None,
     **params: Any,
 ) -> Translation:
-    """Tokenise, decode with `strategy` (and its params), and compute the output's attention once."""
-    if not text or not text.strip():
-        raise ValueError("there is nothing to translate: type a sentence first")
+    """Clean the text as the app does, tokenise, decode with `strategy` (and its params), attention once.
+
+    Cleaning (visformer.classroom.inputs.clean_sentence, local limits): control, surrogate and bidi-override
+    characters removed, spaces collapsed; empty text or an overlong word is a ValueError.
+    """
+    from .classroom.inputs import clean_sentence  # the app's cleaning; inputs imports this module
+
+    text = clean_sentence(text).text
     chosen = get_strategy(strategy)
     bos_id, eos_id = _special(tgt_tokenizer, "bos_id", BOS_ID), _special(tgt_tokenizer, "eos_id", EOS_ID)
     ids = list(src_tokenizer.encode(text))
-    room = model.config.max_len - 1  # one position for eos
-    truncated = len(ids) > room
-    src_ids = ids[:room] + [_special(src_tokenizer, "eos_id", EOS_ID)]
+    fitted = fit_tokens(ids, model.config.max_len)
+    truncated = len(fitted) < len(ids)
+    src_ids = fitted + [_special(src_tokenizer, "eos_id", EOS_ID)]
     device = next(model.parameters()).device
     src = torch.tensor([src_ids], dtype=torch.long, device=device)  # (1, S)
     result = chosen(model, src, bos_id=bos_id, eos_id=eos_id, head_mask=head_mask, **params)

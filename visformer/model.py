@@ -273,6 +273,23 @@ class SublayerConnection(nn.Module):
         return self.norm(x + self.dropout(y)), w
 
 
+def masked_self_attention(
+    attn: MultiHeadAttention,
+    y: Tensor,
+    cache: LayerCache | None,
+    need_weights: bool,
+    head_mask: Tensor | None,
+) -> tuple[Tensor, Tensor | None]:
+    """Masked self-attention of the new positions y (B, T, d) over all positions so far (K/V cached)."""
+    k, v = attn.project_kv(y)
+    if cache is not None:
+        if cache.self_k is not None:
+            k = torch.cat([cache.self_k, k], dim=2)  # (B, h, T_so_far, dh)
+            v = torch.cat([cache.self_v, v], dim=2)
+        cache.self_k, cache.self_v = k, v
+    return attn.attend(attn.project_q(y), k, v, causal=True, need_weights=need_weights, head_mask=head_mask)
+
+
 class EncoderLayer(nn.Module):
     """Self-attention → add & norm → feed-forward → add & norm."""
 
@@ -308,21 +325,6 @@ class DecoderLayer(nn.Module):
         self.sublayer2 = SublayerConnection(d, p, config.norm_first)
         self.sublayer3 = SublayerConnection(d, p, config.norm_first)
 
-    def _self_attention(
-        self, y: Tensor, cache: LayerCache | None, need_weights: bool, head_mask: Tensor | None
-    ) -> tuple[Tensor, Tensor | None]:
-        """Masked self-attention of the new positions y over all positions so far."""
-        attn = self.self_attn
-        k, v = attn.project_kv(y)
-        if cache is not None:
-            if cache.self_k is not None:
-                k = torch.cat([cache.self_k, k], dim=2)  # (B, h, T_so_far, dh)
-                v = torch.cat([cache.self_v, v], dim=2)
-            cache.self_k, cache.self_v = k, v
-        return attn.attend(
-            attn.project_q(y), k, v, causal=True, need_weights=need_weights, head_mask=head_mask
-        )
-
     def _cross_attention(
         self,
         y: Tensor,
@@ -355,7 +357,9 @@ class DecoderLayer(nn.Module):
         """x (B, T, d) -> (B, T, d), self weights (B, h, T, T_all), cross weights (B, h, T, S)."""
         hm_self = head_mask.layer("decoder", index) if head_mask else None
         hm_cross = head_mask.layer("cross", index) if head_mask else None
-        x, w_self = self.sublayer1(x, lambda y: self._self_attention(y, cache, need_weights, hm_self))
+        x, w_self = self.sublayer1(
+            x, lambda y: masked_self_attention(self.self_attn, y, cache, need_weights, hm_self)
+        )
         x, w_cross = self.sublayer2(
             x, lambda y: self._cross_attention(y, memory, src_mask, cache, need_weights, hm_cross)
         )
@@ -434,6 +438,25 @@ class Decoder(nn.Module):
         return self.norm(x), self_maps, cross_maps
 
 
+def xavier_init(module: nn.Module) -> None:
+    """Xavier-uniform for every weight matrix except token embeddings; zero biases."""
+    for name, param in module.named_parameters():
+        if param.dim() > 1 and "token" not in name:
+            nn.init.xavier_uniform_(param)
+        elif name.endswith("bias"):
+            nn.init.zeros_(param)
+
+
+def init_embeddings(config: ModelConfig, *tokens: nn.Embedding, output: nn.Linear | None = None) -> None:
+    """N(0, d^-0.5) for each distinct token embedding (√d·E has unit scale; pad row zero) and an untied output."""
+    for emb in {id(m): m for m in tokens}.values():
+        nn.init.normal_(emb.weight, 0.0, config.d_model**-0.5)
+        with torch.no_grad():
+            emb.weight[config.pad_id].zero_()
+    if output is not None:
+        nn.init.normal_(output.weight, 0.0, config.d_model**-0.5)
+
+
 @dataclass
 class Encoded:
     """Encoder output with what the decoder needs alongside it."""
@@ -484,18 +507,9 @@ class Transformer(nn.Module):
 
     def reset_parameters(self) -> None:
         """Xavier for projections, N(0, d^-0.5) for embeddings, so √d·E has unit scale like PE."""
-        for name, param in self.named_parameters():
-            if param.dim() > 1 and "token" not in name:
-                nn.init.xavier_uniform_(param)
-            elif name.endswith("bias"):
-                nn.init.zeros_(param)
-        std = self.config.d_model**-0.5
-        for emb in {id(m): m for m in (self.src_embed.token, self.tgt_embed.token)}.values():
-            nn.init.normal_(emb.weight, 0.0, std)
-            with torch.no_grad():
-                emb.weight[self.config.pad_id].zero_()
-        if not self.config.share_embeddings:
-            nn.init.normal_(self.generator.weight, 0.0, std)
+        xavier_init(self)
+        untied = None if self.config.share_embeddings else self.generator
+        init_embeddings(self.config, self.src_embed.token, self.tgt_embed.token, output=untied)
 
     def num_parameters(self) -> int:
         """Number of distinct trainable parameters (tied weights counted once)."""

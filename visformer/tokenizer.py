@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -21,6 +22,7 @@ SENTENCEPIECE_FILE = "tokenizer.model"
 SYMBOL_FILE = "tokenizer.json"
 MODEL_TYPES = ("bpe", "unigram")
 MIN_SENTENCEPIECE_VOCAB = len(SPECIAL_PIECES) + 256  # specials + one piece per byte
+_SURROGATES = re.compile("[\ud800-\udfff]")  # code points with no UTF-8 form (lone surrogates)
 
 
 @runtime_checkable
@@ -167,11 +169,11 @@ class SentencePieceTokenizer(_SpecialIds):
 
     def normalize(self, text: str) -> str:
         """The text as the model sees it (NFKC, runs of spaces collapsed); decode(encode(t)) gives this."""
-        return self.sp.normalize(text).replace("▁", " ").removeprefix(" ")
+        return self.sp.normalize(_encodable(text)).replace("▁", " ").removeprefix(" ")
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of text, without bos/eos."""
-        return self.sp.encode(text)
+        """Token ids of text, without bos/eos; a lone surrogate (no UTF-8 form) is read as U+FFFD."""
+        return self.sp.encode(_encodable(text))
 
     def decode(self, ids: Iterable[int]) -> str:
         """Text of ids; pad, bos and eos are dropped."""
@@ -183,6 +185,11 @@ class SentencePieceTokenizer(_SpecialIds):
 
     def __repr__(self) -> str:
         return f"SentencePieceTokenizer(vocab_size={self.vocab_size})"
+
+
+def _encodable(text: str) -> str:
+    """text with every lone surrogate replaced by U+FFFD, so SentencePiece (UTF-8 only) takes any str."""
+    return _SURROGATES.sub("\ufffd", text)
 
 
 class SymbolTokenizer(_SpecialIds):

@@ -1,11 +1,18 @@
-"""Device selection and seeding."""
+"""Device selection, numeric precision and seeding."""
 
 from __future__ import annotations
 
 import random
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cache
+from pathlib import Path
 
 import numpy as np
 import torch
+
+from .config import PRECISIONS
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
@@ -15,6 +22,59 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(device)
+
+
+@cache
+def _cpu_has_bf16() -> bool:
+    """Whether the CPU flags (Linux /proc/cpuinfo) list native bf16 instructions."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return re.search(r"\b(avx512_bf16|amx_bf16)\b", flags) is not None
+
+
+def bf16_fast(device: torch.device) -> bool:
+    """Whether bf16 matmuls are native here: CUDA with bf16, or a CPU with avx512_bf16 / AMX."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    return device.type == "cpu" and _cpu_has_bf16()
+
+
+# Below this width autocast's casts cost more than bf16 matmuls save on a CPU (bench/RESULTS.md: a d_model 64
+# toy model trained 1.3× slower in bf16, d_model 256 1.6× faster)
+BF16_MIN_D_MODEL = 256
+
+
+def autocast_dtype(
+    precision: str, device: torch.device, d_model: int = BF16_MIN_D_MODEL
+) -> torch.dtype | None:
+    """The autocast dtype of a precision setting, None meaning fp32.
+
+    "auto" is bf16 where the device runs it natively and, on a CPU, the model is wide enough to gain.
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if precision == "fp32":
+        return None
+    if precision == "auto":
+        too_narrow = device.type == "cpu" and d_model < BF16_MIN_D_MODEL
+        if too_narrow or not bf16_fast(device):
+            return None
+    return torch.bfloat16
+
+
+@contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """Run the block with `n` torch CPU threads (None: unchanged), then restore the previous count."""
+    previous = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        if n and torch.get_num_threads() != previous:
+            torch.set_num_threads(previous)
 
 
 def seed_everything(seed: int) -> None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from .model import (
+from ..model import (
     AttentionMaps,
     Transformer,
     apply_pe_rotation,
@@ -20,19 +20,12 @@ from .model import (
     pe_wavelengths,
     positional_encoding,
 )
-from .tasks import TaskExample, alignment_score
+from ..tasks import TaskExample, alignment_score
+from .kinds import future_mask, get_kind
 
 if TYPE_CHECKING:
     import pandas as pd  # imported where a table is built: not needed by the first page
 
-KINDS = ("encoder", "decoder", "cross")
-KIND_TITLES = {
-    "encoder": "Encoder self-attention",
-    "decoder": "Decoder masked self-attention",
-    "cross": "Cross-attention (decoder → encoder)",
-}
-KIND_SHORT = {"encoder": "Encoder self", "decoder": "Decoder self (masked)", "cross": "Cross"}
-PATTERNS = ("diagonal", "previous", "first", "last")
 
 # ---------------------------------------------------------------------------------------------
 # Attention maps as arrays
@@ -41,18 +34,10 @@ PATTERNS = ("diagonal", "previous", "first", "last")
 
 def stack_maps(maps: AttentionMaps, kind: str, index: int = 0) -> np.ndarray:
     """One kind of attention for batch row `index` as a float array (layers, heads, queries, keys)."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown attention kind {kind!r}; choose one of {', '.join(KINDS)}")
-    layers = getattr(maps, kind)
+    layers = getattr(maps, get_kind(kind).name)
     if not layers:
         raise ValueError(f"no {kind} attention was recorded (was need_weights=True?)")
     return np.stack([w[index].detach().float().cpu().numpy() for w in layers])  # (L, h, q, k)
-
-
-def future_mask(n_queries: int, n_keys: int) -> np.ndarray:
-    """True where decoder query i may NOT see key j (the masked upper triangle), shape (q, k)."""
-    offset = n_keys - n_queries
-    return np.arange(n_keys)[None, :] > np.arange(n_queries)[:, None] + offset
 
 
 def head_average(stack: np.ndarray) -> np.ndarray:
@@ -285,8 +270,7 @@ def head_internals(
     model: Transformer, src_ids: list[int], tgt_in_ids: list[int], kind: str, layer: int, head: int
 ) -> HeadInternals:
     """Recompute one head's Q, K, V, scores and output for one sentence (teacher-forced, batch of 1)."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown attention kind {kind!r}; choose one of {', '.join(KINDS)}")
+    get_kind(kind)
     device = next(model.parameters()).device
     src = torch.tensor([src_ids], device=device)  # (1, S)
     stack = model.encoder.layers if kind == "encoder" else model.decoder.layers

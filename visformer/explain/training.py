@@ -11,8 +11,10 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .figures import ATTENTION_SCALE, _cell_labels, _check_labels, _layout, _token_axes, mask_trace
-from .training import noam_lr
+from ..data import fit_tokens
+from ..training import noam_lr
+from .kinds import get_kind
+from .style import ATTENTION_SCALE, add_traces, cell_labels, check_labels, layout, masked_heatmap, token_axes
 
 LOSS_COLOR = "#3b75af"
 VALID_COLOR = "#2e9e5b"
@@ -54,7 +56,7 @@ def curves_figure(
     fig.update_yaxes(rangemode="tozero", row=1, col=1)
     fig.update_yaxes(exponentformat="e", rangemode="tozero", row=1, col=2)
     fig.update_layout(legend=dict(orientation="h", y=-0.25))
-    return _layout(fig, "", 360)
+    return layout(fig, "", 360)
 
 
 def noam_figure(d_model: int, warmup: int, factor: float = 1.0, steps: int | None = None) -> go.Figure:
@@ -83,7 +85,7 @@ def noam_figure(d_model: int, warmup: int, factor: float = 1.0, steps: int | Non
     fig.update_xaxes(title="step")
     fig.update_yaxes(title="learning rate", exponentformat="e", range=[0, peak * 1.3])
     fig.update_layout(legend=dict(orientation="h", y=-0.25))
-    return _layout(fig, "Noam schedule: linear warm-up, then 1/√step decay", 380)
+    return layout(fig, "Noam schedule: linear warm-up, then 1/√step decay", 380)
 
 
 def loss_marker_figure(
@@ -117,7 +119,7 @@ def loss_marker_figure(
     fig.update_xaxes(title="step")
     fig.update_yaxes(title="loss", rangemode="tozero")
     fig.update_layout(legend=dict(orientation="h", y=-0.25))
-    return _layout(fig, "Loss during training", 420)
+    return layout(fig, "Loss during training", 420)
 
 
 def _position(x: float, low: float, high: float, log: bool) -> float:
@@ -156,20 +158,15 @@ def timeline_strip(
     if len(maps) != len(steps) or not len(maps):
         raise ValueError(f"need one step per map, got {len(maps)} maps and {len(steps)} steps")
     for m in maps:
-        _check_labels(np.asarray(m), query_labels, key_labels)
+        check_labels(np.asarray(m), query_labels, key_labels)
     n = len(maps)
     fig = make_subplots(rows=1, cols=n, subplot_titles=[f"step {s}" for s in steps], horizontal_spacing=0.01)
-    cells = _cell_labels(query_labels, key_labels)
+    cells = cell_labels(query_labels, key_labels)
     for i, (m, s) in enumerate(zip(maps, steps, strict=True)):
-        z = np.asarray(m, dtype=float).copy()
-        if masked is not None:
-            z[np.asarray(masked, dtype=bool)] = np.nan
-        fig.add_trace(
-            go.Heatmap(z=z, customdata=cells, coloraxis="coloraxis", hoverongaps=False,
-                       hovertemplate=f"step {s}<br>%{{customdata[0]}} → %{{customdata[1]}}<br>weight = %{{z:.3f}}"
-                       "<extra></extra>"),
-            row=1, col=i + 1,
-        )  # fmt: skip
+        add_traces(fig, masked_heatmap(
+            m, masked, cells, hatch=False, coloraxis="coloraxis",
+            hovertemplate=f"step {s}<br>%{{customdata[0]}} → %{{customdata[1]}}<br>weight = %{{z:.3f}}<extra></extra>",
+        ), row=1, col=i + 1)  # fmt: skip
         if i == current:
             fig.add_shape(type="rect", xref="x domain", yref="y domain", x0=0, x1=1, y0=0, y1=1,
                           line=dict(color=MARK_COLOR, width=3), row=1, col=i + 1)  # fmt: skip
@@ -177,7 +174,7 @@ def timeline_strip(
     fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, autorange="reversed")
     fig.update_annotations(font=dict(size=10))
     fig.update_layout(coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0.0, cmax=1.0, showscale=False))
-    return _layout(fig, "", 170)
+    return layout(fig, "", 170)
 
 
 def timeline_figure(
@@ -195,24 +192,16 @@ def timeline_figure(
 ) -> go.Figure:
     """An attention map at one training step (left) beside the loss curve marked at that step (right)."""
     weights = np.asarray(weights, dtype=float)
-    _check_labels(weights, query_labels, key_labels)
+    check_labels(weights, query_labels, key_labels)
     fig = make_subplots(rows=1, cols=2, column_widths=[0.55, 0.45], horizontal_spacing=0.2,
                         subplot_titles=(f"attention at step {at_step}", "loss"))  # fmt: skip
-    z = weights.copy()
-    if masked is not None:
-        z[np.asarray(masked, dtype=bool)] = np.nan
-    fig.add_trace(
-        go.Heatmap(z=z, x=list(range(len(key_labels))), y=list(range(len(query_labels))),
-                   customdata=_cell_labels(query_labels, key_labels), colorscale=ATTENTION_SCALE, zmin=0.0, zmax=1.0,
-                   hoverongaps=False, xgap=1, ygap=1,
-                   colorbar=dict(title="weight", thickness=12, x=fig.layout.xaxis.domain[1] + 0.015),
-                   hovertemplate="%{customdata[0]} → %{customdata[1]}<br>weight = %{z:.3f}<extra></extra>"),
-        row=1, col=1,
-    )  # fmt: skip
-    patch = mask_trace(masked) if masked is not None else None
-    if patch is not None:
-        fig.add_trace(patch, row=1, col=1)
-    _token_axes(fig, query_labels, key_labels, row=1, col=1)
+    add_traces(fig, masked_heatmap(
+        weights, masked, cell_labels(query_labels, key_labels), x=list(range(len(key_labels))),
+        y=list(range(len(query_labels))), colorscale=ATTENTION_SCALE, zmin=0.0, zmax=1.0, xgap=1, ygap=1,
+        colorbar=dict(title="weight", thickness=12, x=fig.layout.xaxis.domain[1] + 0.015),
+        hovertemplate="%{customdata[0]} → %{customdata[1]}<br>weight = %{z:.3f}<extra></extra>",
+    ), row=1, col=1)  # fmt: skip
+    token_axes(fig, query_labels, key_labels, row=1, col=1)
     loss = loss_marker_figure(
         steps, losses, at_step, snapshot_steps=snapshot_steps, snapshot_losses=snapshot_losses
     )
@@ -223,7 +212,7 @@ def timeline_figure(
     fig.update_yaxes(title="loss", rangemode="tozero", row=1, col=2)
     fig.update_layout(legend=dict(orientation="h", y=-0.2, x=0.6))
     height = int(min(760, max(380, 26 * len(query_labels) + 200)))
-    return _layout(fig, title, height)
+    return layout(fig, title, height)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -237,17 +226,13 @@ def snapshot_map(
     """(weights (queries, keys), query labels, key labels) of one probe in a Snapshot; head None = mean of heads.
 
     The probes were run as a padded batch with source = tokens + </s> and decoder input = <s> + target
-    tokens (each cut to max_len - 1), so the padding rows and columns are cut off here.
+    tokens (each cut by data.fit_tokens), so the padding rows and columns are cut off here.
     """
     source, target = snapshot.probes[probe], snapshot.targets[probe] if snapshot.targets else ""
-    src_ids = src_tokenizer.encode(source)[: max_len - 1] + [src_tokenizer.eos_id]
-    query_ids = [tgt_tokenizer.bos_id] + tgt_tokenizer.encode(target)[: max_len - 1]
+    src_ids = fit_tokens(src_tokenizer.encode(source), max_len) + [src_tokenizer.eos_id]
+    query_ids = [tgt_tokenizer.bos_id] + fit_tokens(tgt_tokenizer.encode(target), max_len)
     src_pieces, query_pieces = src_tokenizer.pieces(src_ids), tgt_tokenizer.pieces(query_ids)
-    rows, cols = {
-        "encoder": (src_pieces, src_pieces),
-        "decoder": (query_pieces, query_pieces),
-        "cross": (query_pieces, src_pieces),
-    }[kind]
+    rows, cols = get_kind(kind).sides(src_pieces, query_pieces)
     maps = getattr(snapshot.attention, kind)[layer][probe].float().numpy()  # (h, T_pad, S_pad)
     weights = maps.mean(axis=0) if head is None else maps[head]
     return weights[: len(rows), : len(cols)], list(rows), list(cols)

@@ -16,7 +16,7 @@ import stat
 import zipfile
 from pathlib import Path, PurePosixPath
 
-from .checkpoint import (
+from ..checkpoint import (
     CONFIG_FILE,
     METRICS_FILE,
     SHARED_TOKENIZER,
@@ -30,10 +30,10 @@ from .checkpoint import (
     load_checkpoint,
     safe_checkpoint_dir,
 )
-from .config import ModelConfig
+from ..config import ModelConfig
+from ..tokenizer import SENTENCEPIECE_FILE, SYMBOL_FILE
 from .hosting import HostedLimits
-from .tokenizer import SENTENCEPIECE_FILE, SYMBOL_FILE
-from .validation import InputError, count_parameters
+from .inputs import InputError, count_parameters
 
 TOKENIZER_FILES = (SENTENCEPIECE_FILE, SYMBOL_FILE)
 ALLOWED_FILES = frozenset(

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import plotly.graph_objects as go
 
-from .decoding import BeamNode, Step, Translation
-from .figures import _layout, escape
+from ..decoding import BeamNode, Step, Translation
+from .style import escape, layout
 
 if TYPE_CHECKING:
     import pandas as pd  # imported where a table is built: not needed by the first page
@@ -249,7 +249,7 @@ def comparison_figure(views: Sequence[StrategyView]) -> go.Figure:
     low = min(logprobs, default=-1.0)
     fig.update_xaxes(title="log P(output | source)  (0 = certain)", range=[low * 1.25 - 0.5, 0])
     fig.update_yaxes(autorange="reversed")
-    return _layout(fig, "How probable is each output under the model?", 140 + 40 * len(views))
+    return layout(fig, "How probable is each output under the model?", 140 + 40 * len(views))
 
 
 def candidates_figure(step: StepView, *, title: str = "") -> go.Figure:
@@ -295,7 +295,7 @@ def candidates_figure(step: StepView, *, title: str = "") -> go.Figure:
     fig.update_layout(
         barmode="group", bargap=0.25, legend=dict(orientation="h", y=1.12, x=1, xanchor="right")
     )
-    return _layout(fig, title, 400)
+    return layout(fig, title, 400)
 
 
 def _node_status(tree: list[list[TreeNode]]) -> dict[tuple[int, int], str]:
@@ -379,7 +379,7 @@ def beam_tree_figure(
     fig.update_yaxes(title="beam (rank at that step)", dtick=1, autorange="reversed", range=[-0.6, n_beams - 0.4],
                      showgrid=False, zeroline=False)  # fmt: skip
     fig.update_layout(legend=dict(orientation="h", y=-0.18))
-    return _layout(fig, title, 220 + 55 * n_beams)
+    return layout(fig, title, 220 + 55 * n_beams)
 
 
 def samples_figure(texts: Sequence[str], logprobs: Sequence[float]) -> go.Figure:
@@ -400,4 +400,4 @@ def samples_figure(texts: Sequence[str], logprobs: Sequence[float]) -> go.Figure
     )  # fmt: skip
     fig.update_xaxes(title="times drawn", dtick=1)
     fig.update_yaxes(autorange="reversed")
-    return _layout(fig, f"{len(order)} different outputs in {len(texts)} samples", 160 + 28 * len(order))
+    return layout(fig, f"{len(order)} different outputs in {len(texts)} samples", 160 + 28 * len(order))

@@ -1,4 +1,4 @@
-"""What the app needs that is not drawing: checkpoint discovery, example sentences, URL view state.
+"""The app's views as data: the URL view state (every parameter validated) and a translation as arrays.
 
 Pure functions (no streamlit), so they are tested directly.
 """
@@ -6,136 +6,16 @@ Pure functions (no streamlit), so they are tested directly.
 from __future__ import annotations
 
 import math
-import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..decoding import STRATEGIES
 from .analysis import stack_maps
-from .checkpoint import list_checkpoints
-from .decoding import STRATEGIES
-
-REPO = Path(__file__).resolve().parents[1]
-SHIPPED_ROOT = REPO / "checkpoints"
-USER_ROOT = REPO / "user_checkpoints"  # gitignored: the Train page saves here
-DEFAULT_CHECKPOINT = "multi30k-en-de"
-USER_PREFIX = "yours/"
-MAX_SENTENCE_CHARS = 300
-
-# ---------------------------------------------------------------------------------------------
-# Checkpoints
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CheckpointChoice:
-    """One entry of the checkpoint picker: a stable key for the URL, the folder and a label."""
-
-    key: str  # "multi30k-en-de" (shipped) or "yours/my-run" (user)
-    path: Path
-    shipped: bool
-
-    @property
-    def label(self) -> str:
-        """Text shown in the picker."""
-        return self.key if self.shipped else f"{self.key[len(USER_PREFIX) :]} (yours)"
-
-
-def checkpoint_roots() -> tuple[Path, Path]:
-    """(shipped, user) folders; VISFORMER_CHECKPOINTS / VISFORMER_USER_CHECKPOINTS override them (tests, demos)."""
-    shipped = os.environ.get("VISFORMER_CHECKPOINTS") or SHIPPED_ROOT
-    user = os.environ.get("VISFORMER_USER_CHECKPOINTS") or USER_ROOT
-    return Path(shipped), Path(user)
-
-
-def discover_checkpoints(
-    shipped_root: Path | None = None, user_root: Path | None = None
-) -> list[CheckpointChoice]:
-    """Shipped checkpoints (sorted, English→German first) followed by the user's own."""
-    default_shipped, default_user = checkpoint_roots()
-    shipped_root, user_root = shipped_root or default_shipped, user_root or default_user
-    shipped = [CheckpointChoice(p.name, p, True) for p in list_checkpoints(shipped_root)]
-    shipped.sort(key=lambda c: (c.key != DEFAULT_CHECKPOINT, c.key))
-    user = [CheckpointChoice(USER_PREFIX + p.name, p, False) for p in list_checkpoints(user_root)]
-    return shipped + user
-
-
-def default_choice(choices: list[CheckpointChoice]) -> CheckpointChoice | None:
-    """The shipped English→German model when present, else the first shipped one, else the first."""
-    by_key = {c.key: c for c in choices}
-    if DEFAULT_CHECKPOINT in by_key:
-        return by_key[DEFAULT_CHECKPOINT]
-    shipped = [c for c in choices if c.shipped]
-    return (shipped or choices or [None])[0]
-
-
-def find_choice(choices: list[CheckpointChoice], key: str | None) -> CheckpointChoice | None:
-    """The choice with this key, or the default when the key is unknown."""
-    for choice in choices:
-        if choice.key == key:
-            return choice
-    return default_choice(choices)
-
-
-def checkpoint_stamp(path: Path) -> float:
-    """Latest modification time of a checkpoint folder's files: part of every cache key."""
-    path = Path(path)
-    times = [f.stat().st_mtime for f in path.iterdir() if f.is_file()] if path.is_dir() else []
-    return max(times, default=0.0)
-
-
-# ---------------------------------------------------------------------------------------------
-# Example sentences
-# ---------------------------------------------------------------------------------------------
-
-EXAMPLES: dict[str, list[str]] = {
-    "en": [
-        "A man in a blue shirt is riding a bike down the street.",
-        "Two dogs are playing in the snow.",
-        "A little girl is climbing into a wooden playhouse.",
-        "A group of people are standing in front of a building.",
-    ],
-    "de": [
-        "Ein Mann in einem blauen Hemd fährt mit dem Fahrrad die Straße entlang.",
-        "Zwei Hunde spielen im Schnee.",
-        "Ein kleines Mädchen klettert in ein Spielhaus aus Holz.",
-    ],
-    "fr": ["Je ne sais pas.", "Il fait beau aujourd'hui.", "Où est la gare ?"],
-    "ko": ["나는 학생입니다.", "오늘 날씨가 좋아요.", "이 책은 정말 재미있어요.", "고양이가 집에 있어요."],
-}
-LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "ko": "Korean"}
-_PAIR = re.compile(r"(?:^|[-_])([a-z]{2})-([a-z]{2})(?:$|[-_])")
-
-
-def language_pair(name: str, info: Mapping[str, Any] | None = None) -> tuple[str | None, str | None]:
-    """(source, target) language codes from the checkpoint's info, else from a name like 'multi30k-en-de'."""
-    info = info or {}
-    src, tgt = info.get("src_lang"), info.get("tgt_lang")
-    if src or tgt:
-        return src, tgt
-    match = _PAIR.search(name.split("/")[-1].lower())
-    return (match.group(1), match.group(2)) if match else (None, None)
-
-
-def example_sentences(name: str, info: Mapping[str, Any] | None = None, task: str | None = None) -> list[str]:
-    """Sentences to offer for a checkpoint: task examples for toy tasks, else examples in its source language."""
-    if task:
-        from .tasks import make_examples
-
-        try:
-            return [ex.src for ex in make_examples(task, 4, seed=2024)]
-        except ValueError:
-            return []
-    listed = (info or {}).get("examples")
-    if isinstance(listed, list) and all(isinstance(s, str) for s in listed) and listed:
-        return listed
-    src, _ = language_pair(name, info)
-    return EXAMPLES.get(src or "en", EXAMPLES["en"])
-
+from .kinds import KIND, KINDS, get_kind
 
 # ---------------------------------------------------------------------------------------------
 # URL view state: every parameter has a default and a validator; bad input falls back quietly
@@ -240,10 +120,10 @@ class NamesParam:
 
 @dataclass(frozen=True)
 class TextParam:
-    """Free text, trimmed and cut to max_len characters."""
+    """Free text, trimmed; cut to max_len characters when it has one (None: the page cuts it and says so)."""
 
     default: str = ""
-    max_len: int = MAX_SENTENCE_CHARS
+    max_len: int | None = None
 
     def parse(self, raw: str) -> str:
         """The text without control characters."""
@@ -271,7 +151,7 @@ class HeadsParam:
 
 
 ParamSpec = IntParam | FloatParam | FlagParam | ChoiceParam | NamesParam | TextParam | HeadsParam
-KIND_INITIAL = {"encoder": "e", "decoder": "d", "cross": "c"}
+KIND_INITIAL = {k.name: k.initial for k in KIND.values()}
 _HEAD = re.compile(r"^([edc])(\d{1,3})\.(\d{1,3})$")
 
 
@@ -357,7 +237,7 @@ TIMELINE_PARAMS: dict[str, ParamSpec] = {
 VIEW_PARAMS: dict[str, ParamSpec] = {
     "checkpoint": TextParam("", max_len=120),
     "sentence": TextParam(""),
-    "view": ChoiceParam("cross", ("encoder", "decoder", "cross")),
+    "view": ChoiceParam("cross", KINDS),
     "layer": IntParam(0, 0, 63),
     "head": IntParam(0, 0, 63),
     "tab": ChoiceParam(ATTENTION_TABS[0], ATTENTION_TABS),
@@ -370,6 +250,8 @@ VIEW_PARAMS: dict[str, ParamSpec] = {
     "pe_pair": IntParam(4, 0, 511),
     "pe_pos": IntParam(10, 0, 999),
     "pe_k": IntParam(5, 1, 100),
+    "lang": ChoiceParam("", ("", "en", "ko")),  # "" = from the browser's locale (visformer.i18n.LANGS)
+    "lesson_step": IntParam(1, 1, 12),  # one of visformer.explain.lesson.STEPS, counted from 1
     **TIMELINE_PARAMS,
     **DECODING_PARAMS,
 }
@@ -437,15 +319,11 @@ class TranslationView:
 
     def stack(self, kind: str) -> np.ndarray:
         """The stack of one attention kind."""
-        return {"encoder": self.encoder, "decoder": self.decoder, "cross": self.cross}[kind]
+        return getattr(self, get_kind(kind).name)
 
     def labels(self, kind: str) -> tuple[list[str], list[str]]:
         """(query labels, key labels) of one attention kind."""
-        if kind == "encoder":
-            return self.src_pieces, self.src_pieces
-        if kind == "decoder":
-            return self.query_pieces, self.query_pieces
-        return self.query_pieces, self.src_pieces
+        return get_kind(kind).sides(self.src_pieces, self.query_pieces)
 
 
 def translation_view(translation: Any, tgt_tokenizer: Any, source: str) -> TranslationView:

@@ -4,10 +4,11 @@ The page never trains inside its own script run. It asks `REGISTRY.start(owner, 
 for a `Job`; the job's thread builds the data, tokenizer and model, iterates `Trainer.run()`, keeps
 the metrics in a lock-protected buffer and finally saves a checkpoint into `root`. The page polls
 `job.progress()` (an immutable copy) from a fragment and calls `job.stop()` for a clean early end:
-the run finishes its current step and the checkpoint keeps what was learned.
+the run finishes its current step and the checkpoint keeps what was learned. What a run is (data,
+model size, training config) is described by `visformer.recipes`.
 
 Everything a deployment bounds (model size, steps, wall time, runs at once, torch threads) arrives
-as one `visformer.hosting.HostedLimits` argument and is enforced with `visformer.validation`;
+as one `visformer.classroom.hosting.HostedLimits` argument and is enforced with `visformer.classroom.inputs`;
 the cap on concurrent runs is `hosting.run_slots(limits)`, shared by every session of the process.
 """
 
@@ -17,184 +18,20 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .checkpoint import safe_checkpoint_dir, save_trainer
-from .config import ModelConfig
-from .data import Pair, filter_by_length, read_parallel, read_tsv, split_by_source
+from ..checkpoint import safe_checkpoint_dir, save_trainer
+from ..data import Pair, read_parallel, read_tsv
+from ..model import Transformer
+from ..recipes import Prepared, RunSpec, model_config, prepare_data
+from ..records import EvalMetrics, StepMetrics
+from ..training import Trainer, TrainingDiverged
 from .hosting import HostedLimits, run_slots
-from .model import Transformer
-from .training import EvalMetrics, StepMetrics, TrainConfig, Trainer, TrainingDiverged
-from .validation import bounded_train_config, check_model_config
+from .inputs import bounded_train_config, check_model_config
 
 log = logging.getLogger(__name__)
-
-# ---------------------------------------------------------------------------------------------
-# Model sizes
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ModelSize:
-    """The dimensions a student chooses: d_model, heads, layers (each side unless told) and d_ff."""
-
-    d_model: int
-    n_heads: int
-    n_layers: int
-    d_ff: int
-    n_decoder_layers: int | None = None  # None: as many as the encoder's n_layers
-    norm_first: bool = False  # False: post-LN as in the paper; True: pre-LN
-
-    @property
-    def decoder_layers(self) -> int:
-        """Layers of the decoder."""
-        return self.n_layers if self.n_decoder_layers is None else self.n_decoder_layers
-
-    def config(self, src_vocab: int, tgt_vocab: int, max_len: int, dropout: float = 0.1) -> ModelConfig:
-        """The full ModelConfig (shared embeddings when the vocabularies are one)."""
-        return ModelConfig(
-            src_vocab_size=src_vocab,
-            tgt_vocab_size=tgt_vocab,
-            d_model=self.d_model,
-            n_heads=self.n_heads,
-            n_encoder_layers=self.n_layers,
-            n_decoder_layers=self.decoder_layers,
-            d_ff=self.d_ff,
-            dropout=dropout,
-            max_len=max_len,
-            norm_first=self.norm_first,
-            share_embeddings=src_vocab == tgt_vocab,
-        )
-
-
-PRESETS: dict[str, ModelSize] = {
-    "tiny": ModelSize(d_model=32, n_heads=2, n_layers=1, d_ff=64),
-    "small": ModelSize(d_model=64, n_heads=4, n_layers=2, d_ff=256),
-    "base": ModelSize(d_model=128, n_heads=4, n_layers=3, d_ff=512),
-}
-
-
-# ---------------------------------------------------------------------------------------------
-# What to learn: a built-in task or sentence pairs
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TaskSource:
-    """A built-in synthetic task (visformer.tasks)."""
-
-    task: str
-    n_train: int = 5000
-    n_valid: int = 200
-
-    @property
-    def label(self) -> str:
-        """Short description for the checkpoint's info."""
-        return f"task {self.task}"
-
-    @property
-    def vocab_size(self) -> int:
-        """Size of the task's symbol vocabulary (specials included)."""
-        from .tasks import task_tokenizer
-
-        return task_tokenizer(self.task).vocab_size
-
-
-@dataclass(frozen=True)
-class PairsSource:
-    """Sentence pairs from an uploaded or on-disk corpus; a joint SentencePiece vocabulary is trained."""
-
-    name: str
-    pairs: tuple[Pair, ...]
-    vocab_size: int = 1000
-    max_words: int = 40  # longer pairs are dropped
-    valid: int = 200  # validation sentences held out
-
-    @property
-    def label(self) -> str:
-        """Short description for the checkpoint's info."""
-        return f"corpus {self.name} ({len(self.pairs):,} pairs)"
-
-
-DataSource = TaskSource | PairsSource
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    """Everything one run needs: a name for the checkpoint, the data, the model size, the training config."""
-
-    name: str
-    source: DataSource
-    size: ModelSize
-    train: TrainConfig
-    max_len: int = 128
-    dropout: float = 0.1
-
-
-# The fastest recipe found for the reverse task (bench/bench_time_to_learn.py, BEST): 100% exact match on the
-# held-out sequences after 900-1,325 steps (5 seeds); 41-48 s with one thread on a loaded 2-core machine.
-TOY_SIZE = ModelSize(d_model=64, n_heads=4, n_layers=2, d_ff=128, n_decoder_layers=1, norm_first=True)
-
-
-def toy_spec(name: str, task: str = "reverse", steps: int = 3000, seed: int = 0) -> RunSpec:
-    """A toy-task run of that recipe, ending at the first evaluation with 100% held-out exact match."""
-    # 20,000 examples, no dropout or label smoothing, Noam warm-up 100 × 0.25, 1024-token batches, 200
-    # held-out examples decoded every 25 steps; one torch thread (two are slower at this size), as in
-    # every Train-page run
-    train = TrainConfig(
-        steps=steps, max_tokens=1024, warmup=100, lr_factor=0.25, label_smoothing=0.0, seed=seed,
-        eval_every=25, eval_examples=200, log_every=25, stop_at_exact_match=1.0, threads=1,
-    )  # fmt: skip
-    return RunSpec(
-        name, TaskSource(task, n_train=20_000, n_valid=200), TOY_SIZE, train, max_len=64, dropout=0.0
-    )
-
-
-@dataclass
-class Prepared:
-    """Data, tokenizers and task of a run, ready for a Trainer."""
-
-    train: list[Any]
-    valid: list[Any]
-    src_tokenizer: Any
-    tgt_tokenizer: Any
-    task: str | None
-    info: dict[str, Any] = field(default_factory=dict)
-
-
-def prepare_data(source: DataSource, seed: int = 0) -> Prepared:
-    """Examples and tokenizers for a task (symbol vocabulary) or a corpus (joint SentencePiece)."""
-    if isinstance(source, TaskSource):
-        from .tasks import make_examples, task_tokenizer
-
-        train = make_examples(source.task, source.n_train, seed=seed)
-        valid = make_examples(
-            source.task, source.n_valid, seed=seed + 10_000, exclude={ex.src for ex in train}
-        )
-        tok = task_tokenizer(source.task)
-        return Prepared(train, valid, tok, tok, source.task, {"examples": [ex.src for ex in valid[:4]]})
-    from .tokenizer import SentencePieceTokenizer
-
-    pairs = filter_by_length([p for p in source.pairs if p.src and p.tgt], source.max_words)
-    if len(pairs) < 2:
-        raise ValueError(
-            f"{source.name}: fewer than 2 usable sentence pairs (empty lines or over {source.max_words} words)"
-        )
-    n_valid = min(source.valid, max(1, len({p.src for p in pairs}) // 10))
-    splits = split_by_source(pairs, valid=n_valid, test=0, seed=seed)
-    texts = [t for p in splits.train for t in (p.src, p.tgt)]
-    tok = SentencePieceTokenizer.train(texts, source.vocab_size, num_threads=1)
-    return Prepared(
-        splits.train, splits.valid, tok, tok, None, {"examples": [p.src for p in splits.valid[:4]]}
-    )
-
-
-def model_config(spec: RunSpec, prepared: Prepared) -> ModelConfig:
-    """The ModelConfig of a run (vocabularies from the prepared tokenizers)."""
-    src, tgt = prepared.src_tokenizer.vocab_size, prepared.tgt_tokenizer.vocab_size
-    return spec.size.config(src, tgt, spec.max_len, spec.dropout)
 
 
 def check_spec(spec: RunSpec, limits: HostedLimits, vocab_size: int) -> int:
@@ -220,7 +57,7 @@ def build_trainer(spec: RunSpec, limits: HostedLimits, prepared: Prepared) -> Tr
 
 
 # ---------------------------------------------------------------------------------------------
-# Corpora on disk (uploads are parsed by visformer.validation)
+# Corpora on disk (uploads are parsed by visformer.classroom.inputs)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -454,11 +291,17 @@ def reserve_checkpoint_dir(root: Path, name: str) -> Path:
 
 
 class JobRegistry:
-    """Process-wide jobs, at most one running per owner (a browser session), capped across owners."""
+    """Process-wide jobs, at most one running per owner (a browser session), capped across owners.
 
-    def __init__(self) -> None:
+    A finished job stays for its session to show, until the session starts another one or more than
+    `max_finished` jobs have finished since: then the oldest finished ones are dropped, so the registry stays
+    bounded however many sessions come and go.
+    """
+
+    def __init__(self, max_finished: int = 64) -> None:
         self._lock = threading.Lock()
         self._jobs: dict[str, Job] = {}
+        self.max_finished = max_finished
 
     def start(self, owner: str, spec: RunSpec, limits: HostedLimits, root: Path) -> Job:
         """Start a run for `owner`; hosting.BusyError when the owner has one going or every slot is taken."""
@@ -470,6 +313,7 @@ class JobRegistry:
             job = Job(owner, spec, limits, root, release=lambda: slots.release(owner))
             with self._lock:
                 self._jobs[owner] = job
+                self._drop_finished()
             return job.start()
         except BaseException:
             slots.release(owner)
@@ -480,12 +324,11 @@ class JobRegistry:
         with self._lock:
             return self._jobs.get(owner)
 
-    def forget(self, owner: str) -> None:
-        """Drop the owner's finished job (a running one is kept)."""
-        with self._lock:
-            job = self._jobs.get(owner)
-            if job is not None and not job.active:
-                del self._jobs[owner]
+    def _drop_finished(self) -> None:
+        """Keep the newest max_finished finished jobs, drop older ones (the caller holds the lock)."""
+        finished = sorted((job for job in self._jobs.values() if not job.active), key=lambda job: job.created)
+        for job in finished[: max(0, len(finished) - self.max_finished)]:
+            del self._jobs[job.owner]
 
     def active_count(self) -> int:
         """Runs going across all owners."""

@@ -16,11 +16,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .checkpoint import safe_checkpoint_dir
-from .config import ModelConfig
-from .data import Pair, read_parallel, read_tsv
+from ..checkpoint import safe_checkpoint_dir
+from ..config import ModelConfig, TrainConfig
+from ..data import Pair, read_parallel, read_tsv, token_room
 from .hosting import HostedLimits
-from .training import TrainConfig
 
 # bidirectional overrides/isolates can make text display differently from what it is ("Trojan source")
 _BIDI_CONTROLS = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
@@ -106,7 +105,9 @@ def clean_sentence(text: Any, limits: HostedLimits | None = None) -> Cleaned:
             f"{limits.max_word_chars}. Is a space missing?"
         )
     if len(text) > limits.max_sentence_chars:
-        notes.append(f"cut to the first {limits.max_sentence_chars} characters (the limit here)")
+        notes.append(
+            f"cut to the first {limits.max_sentence_chars:,} of its {len(text):,} characters (the limit here)"
+        )
         text = _cut_at_word(text, limits.max_sentence_chars)
     return Cleaned(text, tuple(notes))
 
@@ -114,7 +115,7 @@ def clean_sentence(text: Any, limits: HostedLimits | None = None) -> Cleaned:
 def fit_to_model(text: str, tokenizer: Any, max_len: int, limits: HostedLimits | None = None) -> Cleaned:
     """Cut a cleaned sentence to whole words whose tokens (+ eos) fit the model and the token limit."""
     limits = limits or HostedLimits.local()
-    room = max_len - 1  # one position for eos
+    room = token_room(max_len)
     if limits.max_sentence_tokens is not None:
         room = min(room, limits.max_sentence_tokens)
     if len(tokenizer.encode(text)) <= room:
@@ -139,7 +140,7 @@ def escape_markdown(text: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Decoding parameters (visformer.decoding refuses temperature <= 0, bad top-p, beam < 1 itself)
+# Decoding parameters: the ranges the strategies declare (visformer.decoding.Param), as InputError
 # ---------------------------------------------------------------------------------------------
 
 
@@ -147,7 +148,7 @@ def check_decoding_params(
     strategy: str, params: Mapping[str, Any], limits: HostedLimits | None = None
 ) -> dict[str, Any]:
     """Parameters for `strategy` checked against its declared ranges; numbers coerced to int/float."""
-    from .decoding import get_strategy
+    from ..decoding import MAX_LEN, get_strategy
 
     limits = limits or HostedLimits.local()
     try:
@@ -157,47 +158,21 @@ def check_decoding_params(
     declared = {p.name: p for p in chosen.params}
     out: dict[str, Any] = {}
     for name, raw in params.items():
-        if name == "max_len":
-            out[name] = None if raw is None else _whole(name, raw, 1, None)
+        if name == "max_len" and raw is None:
+            out[name] = None
             continue
-        if name not in declared:
+        if name not in declared and name != "max_len":
             raise InputError(
                 f"'{name}' is not a setting of {strategy}; it takes {', '.join(declared) or 'none'}"
             )
-        p = declared[name]
-        low, high = p.low, p.high
-        if strategy == "top-k" and name == "top_k":
-            low = max(low, 1)  # 0 means "off" when sampling, but top-k sampling needs k >= 1
+        p = declared.get(name, MAX_LEN)
         if name == "beam_size":
-            high = min(high, limits.max_beam_size)
-        out[name] = _whole(name, raw, int(low), int(high)) if p.is_int else _number(name, raw, low, high)
-    if strategy == "top-k" and "top_k" not in out and declared["top_k"].default < 1:
-        raise InputError("top-k sampling needs k of at least 1")
+            p = replace(p, high=min(p.high, limits.max_beam_size))
+        try:
+            out[name] = p.check(raw)
+        except ValueError as exc:
+            raise InputError(str(exc)) from exc
     return out
-
-
-def _number(name: str, raw: Any, low: float, high: float) -> float:
-    """A finite float in [low, high] or InputError naming the range."""
-    try:
-        value = float(raw)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"{name} must be a number, got {raw!r}") from exc
-    if not math.isfinite(value) or not low <= value <= high:
-        hint = (
-            " (temperature 0 means 'always the most likely token': use greedy)"
-            if name == "temperature"
-            else ""
-        )
-        raise InputError(f"{name} must be between {low:g} and {high:g}, got {raw!r}{hint}")
-    return value
-
-
-def _whole(name: str, raw: Any, low: int, high: int | None) -> int:
-    """An integer in [low, high] (no upper bound when high is None) or InputError naming the range."""
-    value = _number(name, raw, low, math.inf if high is None else high)
-    if not float(value).is_integer():
-        raise InputError(f"{name} must be a whole number, got {raw!r}")
-    return int(value)
 
 
 # ---------------------------------------------------------------------------------------------

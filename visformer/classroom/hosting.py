@@ -24,7 +24,7 @@ ENV_PREFIX = "VISFORMER_"
 SECRETS_SECTION = "visformer"
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
-_SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # whole id: re.fullmatch
 
 MB = 1024 * 1024
 
@@ -182,7 +182,7 @@ def load_limits(
 def session_folder_name(session_id: str) -> str:
     """A folder name for a session id: the id itself when plain, else a hash of it (never a path)."""
     text = str(session_id)
-    if _SESSION_ID.match(text) and not text.startswith(("-", "_")):
+    if _SESSION_ID.fullmatch(text) and not text.startswith(("-", "_")):
         return "s-" + text
     return "s-" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 

@@ -1,0 +1,65 @@
+"""Per-session view state, seeded once from the URL and written back to it.
+
+Not a page: a helper module of pages/ (st.navigation in app.py lists the pages).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import streamlit as st
+
+from visformer.explain import views as sup
+
+PERSIST = "session"  # widget values outlive page switches
+
+
+def ensure_frame() -> None:
+    """Hand a deep link over to app.py's st.navigation frame on a fresh server.
+
+    Because a pages/ folder exists, Streamlit starts in its old folder mode: until some session has run
+    app.py (whose st.navigation switches that mode off), a first visit to /decoding would run the page
+    alone, without the sidebar, and list every file of pages/ as a page. Switch the mode off and rerun,
+    so app.py runs and opens the page the URL names inside the frame. Every page calls this first, after
+    its imports (never at import time: a rerun raised inside an import races other sessions' imports).
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    global _HANDED_OVER
+    if PagesManager.uses_pages_directory and not _HANDED_OVER:  # once per server process is enough
+        _HANDED_OVER = True
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
+_HANDED_OVER = False
+
+
+def init_state() -> None:
+    """Seed every view parameter from the URL on a session's first run.
+
+    Widgets bound to these keys use persist_state="session" (PERSIST), so values survive page switches.
+    """
+    state = st.session_state
+    if "_view_loaded" not in state:
+        for name, value in sup.parse_view(st.query_params.to_dict()).items():
+            state[name] = list(value) if isinstance(value, tuple) else value
+        state["_view_loaded"] = True
+        state["_examples"] = []
+
+
+def sync_url(keys: list[str]) -> None:
+    """Write the current view (`checkpoint` plus `keys`) into the URL so a link restores it."""
+    wanted = sup.url_params(st.session_state, ["checkpoint", *keys])
+    if st.query_params.to_dict() != wanted:
+        st.query_params.from_dict(wanted)
+
+
+def clamp_state(key: str, lo: int, hi: int) -> None:
+    """Keep an integer widget value inside the range this checkpoint allows."""
+    st.session_state[key] = sup.clamp(st.session_state.get(key, lo), lo, hi)
+
+
+def session_id() -> str:
+    """This browser session's private id (its training run and, in hosted mode, its checkpoint folder)."""
+    return st.session_state.setdefault("_train_owner", uuid.uuid4().hex)

@@ -1,0 +1,95 @@
+"""Widgets shared by the frame and the pages: charts, download buttons, sliders, the checkpoint transfer box.
+
+Not a page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from pages._loading import limits, user_root
+from pages._state import PERSIST, clamp_state
+from visformer.classroom import catalogue
+from visformer.classroom.archive import export_checkpoint_zip, import_checkpoint_zip
+from visformer.classroom.inputs import checkpoint_name
+from visformer.explain.style import chart_config
+
+
+def _import_checkpoint() -> None:
+    """Callback (runs before the widgets): check, unpack and pick the uploaded checkpoint .zip."""
+    state = st.session_state
+    upload = state.get("ck_import_file")
+    if upload is None:
+        return
+    try:
+        name = checkpoint_name(Path(upload.name).stem)
+        path = import_checkpoint_zip(upload.getvalue(), user_root(), name, limits())
+        state["checkpoint"] = catalogue.USER_PREFIX + path.name
+        state["_import_message"] = ("success", f"Imported **{path.name}**; it is now picked.")
+    except (ValueError, OSError) as exc:  # InputError, ArchiveError, CheckpointError: one clear message
+        state["_import_message"] = ("error", f"Not imported: {exc}")
+
+
+def checkpoint_transfer(choice: catalogue.CheckpointChoice | None) -> None:
+    """Sidebar: download the picked checkpoint as a .zip, or import one (checked before it is kept)."""
+    megabytes = max(1, limits().max_archive_bytes // 2**20)
+    with st.expander("Download or import a checkpoint", icon=":material/swap_vert:"):
+        if choice is not None:
+            st.download_button(
+                "Download the picked checkpoint (.zip)", data=lambda: export_checkpoint_zip(choice.path),
+                file_name=f"{choice.path.name}.zip", mime="application/zip", on_click="ignore", key="ck_export",
+            )  # fmt: skip
+        st.file_uploader(
+            "Import a checkpoint (.zip)", type=["zip"], key="ck_import_file", max_upload_size=megabytes
+        )
+        st.button("Import", key="ck_import", on_click=_import_checkpoint,
+                  disabled=st.session_state.get("ck_import_file") is None)  # fmt: skip
+        kind, text = st.session_state.pop("_import_message", (None, ""))
+        if kind:
+            getattr(st, kind)(text)
+
+
+def chart(fig: go.Figure, name: str, key: str | None = None) -> None:
+    """Draw a figure full width with a PNG download button in its toolbar."""
+    st.plotly_chart(fig, config=chart_config(name), key=key or f"chart-{name}", theme=None)
+
+
+def csv_button(data: str | Callable[[], str], name: str, label: str = "Download attention as CSV") -> None:
+    """A download button for a CSV string, or for a function that makes it only when the button is clicked."""
+    st.download_button(
+        label,
+        data=data,
+        file_name=f"{name}.csv",
+        mime="text/csv",
+        icon=":material/download:",
+        key=f"csv-{name}",
+        on_click="ignore",
+    )
+
+
+def pieces_markdown(pieces: list[str], highlight: int | None = None) -> str:
+    """Pieces as inline code chips; the highlighted one bold on an orange background."""
+    chips = []
+    for i, piece in enumerate(pieces):
+        text = piece.replace("`", "ˋ") or "␣"
+        if i == highlight:
+            escaped = "".join("\\" + ch if ch in "\\*_[]<>#|~:$" else ch for ch in text)
+            chips.append(f":orange-background[**{escaped}**]")
+        else:
+            chips.append(f"`{text}`")
+    return " ".join(chips)
+
+
+def index_slider(label: str, n: int, key: str, container=None) -> int:
+    """A slider over 0..n-1 bound to `key`; with a single choice, a caption instead (sliders need two)."""
+    where = container or st
+    if n <= 1:
+        st.session_state[key] = 0
+        where.caption(f"{label}: 0 (the only one)")
+        return 0
+    clamp_state(key, 0, n - 1)
+    return where.slider(label, 0, n - 1, key=key, persist_state=PERSIST)

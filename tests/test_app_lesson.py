@@ -1,0 +1,151 @@
+"""The Lesson page in AppTest: every step in Korean and English, no exception, no raw text key, answers revealed."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from urllib.parse import parse_qs
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.test_app import APP, TIMEOUT, env, roots  # noqa: F401 (fixtures)
+from visformer import i18n
+from visformer.explain import lesson as ls
+from visformer.explain import views as sup
+
+LESSON = "pages/lesson.py"
+SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints"
+pytestmark = pytest.mark.usefixtures("env")  # the tiny checkpoint of tests/test_app.py
+RAW_KEY = re.compile(r"\b(?:lesson|page|lang)\.[a-z_]+(?:\.[a-z_]+)*\b")
+
+
+def open_lesson(**params: str) -> AppTest:
+    """The app with these query parameters, switched to the Lesson page; fail on any exception."""
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    for name, value in params.items():
+        at.query_params[name] = value
+    at.run()
+    at.switch_page(LESSON).run()
+    at.run()  # AppTest sends the previous page's widget values on the first run after a switch
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def param(at: AppTest, name: str, default: str = "") -> str:
+    """One URL parameter as a string (AppTest keeps some as lists)."""
+    value = at.query_params.get(name, default)
+    return value[-1] if isinstance(value, list) else str(value)
+
+
+def shown_texts(at: AppTest) -> list[str]:
+    """Every piece of text on the page: markdown, captions, messages, widget labels and options, chart titles."""
+    out = []
+    for kind in ("title", "header", "markdown", "caption", "info", "success", "error", "warning", "latex"):
+        out += [str(e.value) for e in at.get(kind)]
+    for kind in ("radio", "selectbox", "button", "toggle", "text_input", "slider", "button_group"):
+        for w in at.get(kind):
+            out.append(str(getattr(w, "label", "")))
+            out += [str(o) for o in getattr(w, "options", [])]
+    for chart in at.get("plotly_chart"):
+        spec = json.loads(chart.proto.spec)
+        out.append(json.dumps(spec["layout"].get("title", {}), ensure_ascii=False))
+        out += [json.dumps(a, ensure_ascii=False) for a in spec["layout"].get("annotations", [])]
+    return out
+
+
+def reveal(at: AppTest) -> AppTest:
+    """Pick the first option of the step's question and reveal the answer."""
+    question = next(r for r in at.radio if r.key and r.key.startswith("lq_"))
+    question.set_value(0).run()
+    next(b for b in at.button if b.key == f"{question.key}_reveal").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+@pytest.mark.parametrize("lang", i18n.LANGS)
+def test_every_step_renders_in_both_languages_without_a_raw_key(lang: str) -> None:
+    at = open_lesson(lang=lang)
+    assert at.title[0].value == i18n.t("lesson.title", lang)
+    titles = []
+    for step, name in enumerate(ls.STEPS, start=1):
+        at.session_state["lesson_step"] = step
+        at.run()
+        assert not at.exception, (step, [e.value for e in at.exception])
+        assert at.header[0].value == i18n.t(f"lesson.{name}.title", lang)
+        titles.append(at.header[0].value)
+        reveal(at)
+        feedback = [m.value for m in (*at.success, *at.error, *at.info) if "**" in m.value or "!" in m.value]
+        assert feedback, f"step {step}: no feedback after revealing"
+        raw = [text for text in shown_texts(at) if RAW_KEY.search(text)]
+        assert raw == [], f"step {step} shows raw keys: {raw}"
+        assert param(at, "lesson_step", "1") == str(step)
+        assert param(at, "lang") == lang
+    assert len(set(titles)) == len(ls.STEPS)
+    if lang == "ko":
+        assert any(re.search("[가-힣]", t) for t in titles)
+
+
+def test_the_language_comes_from_the_url_else_the_browser_locale() -> None:
+    assert open_lesson(lang="ko").title[0].value == i18n.t("lesson.title", "ko")
+    at = open_lesson()
+    assert at.title[0].value == i18n.t("lesson.title", "en")  # AppTest's browser has no Korean locale
+    at.button_group(key="lang").set_value("ko").run()
+    assert at.title[0].value == i18n.t("lesson.title", "ko")
+    assert param(at, "lang") == "ko"
+
+
+def test_the_right_answer_is_praised_and_a_wrong_one_corrected() -> None:
+    at = open_lesson(lang="en", lesson_step="4")
+    question = next(r for r in at.radio if r.key.startswith("lq_"))
+    weights_answer = None
+    for i in range(len(question.options)):
+        question.set_value(i).run()
+        next(b for b in at.button if b.key == f"{question.key}_reveal").click().run()
+        if at.success:
+            weights_answer = i
+            assert at.success[0].value.startswith("Right!")
+        else:
+            assert at.error[0].value.startswith("Not this time")
+        question = next(r for r in at.radio if r.key.startswith("lq_"))
+    assert weights_answer is not None, "no option was accepted as the answer"
+
+
+def test_each_step_links_to_its_full_page_with_the_same_sentence() -> None:
+    at = open_lesson(lang="en", lesson_step="9", sentence="1 2 3")
+    links = at.get("page_link")
+    assert links, "no link to the full page"
+    proto = links[0].proto
+    assert proto.page == "attention"
+    view = sup.parse_view(parse_qs(proto.query_string))
+    assert (view["sentence"], view["checkpoint"], view["view"]) == ("1 2 3", "tiny-reverse", "cross")
+    assert view["tab"] == "Step through generation"
+    assert "lang=en" in proto.query_string
+
+
+def test_a_url_opens_the_step_it_names() -> None:
+    at = open_lesson(lang="ko", lesson_step="7")
+    assert at.header[0].value == i18n.t("lesson.ffn.title", "ko")
+    at.button[-1].click().run()  # next step
+    assert at.header[0].value == i18n.t("lesson.masked.title", "ko")
+    assert param(at, "lesson_step") == "8"
+
+
+@pytest.mark.skipif(
+    not (SHIPPED / "tatoeba-ko-en").is_dir(), reason="the shipped Korean model is not in this tree"
+)
+def test_the_korean_model_shows_the_lectures_example_in_the_self_attention_step(monkeypatch) -> None:
+    monkeypatch.setenv("VISFORMER_CHECKPOINTS", str(SHIPPED))
+    at = open_lesson(lang="ko", lesson_step="4", checkpoint="tatoeba-ko-en")
+    assert at.toggle(key="lesson_example").value is True
+    pieces = "".join(str(o) for r in at.selectbox for o in r.options)
+    assert "디어" in pieces and "금" in pieces  # 드디어 금요일 이다, cut into pieces
+    at.toggle(key="lesson_example").set_value(False).run()
+    pieces = "".join(str(o) for r in at.selectbox for o in r.options)
+    assert "디어" not in pieces
+
+
+def test_the_url_schema_knows_every_step_and_language() -> None:
+    assert sup.VIEW_PARAMS["lesson_step"].hi == len(ls.STEPS)
+    assert set(sup.VIEW_PARAMS["lang"].options) == {"", *i18n.LANGS}

@@ -1,0 +1,75 @@
+"""Korean and English interface text: complete dictionaries, fallbacks, the browser locale."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from visformer import i18n
+
+REPO = Path(__file__).resolve().parents[1]
+KEY = re.compile(r"""["']((?:lesson|page|lang)\.[a-z_.]+[a-z_])["']""")
+
+
+def test_every_key_exists_in_both_languages_with_the_same_placeholders() -> None:
+    assert i18n.catalog_problems() == []
+    assert set(i18n.catalog("en")) == set(i18n.catalog("ko"))
+    for key, text in i18n.catalog("en").items():
+        assert text.strip() and i18n.catalog("ko")[key].strip(), key
+        assert i18n.placeholders(text) == i18n.placeholders(i18n.catalog("ko")[key]), key
+
+
+def test_the_check_finds_a_missing_key_an_empty_text_and_different_placeholders(monkeypatch) -> None:
+    en = {"a": "one {n}", "b": "two", "c": "three {x}"}
+    ko = {"a": "하나 {m}", "c": " "}
+    monkeypatch.setattr(i18n, "catalog", lambda lang: {"en": en, "ko": ko}[lang])
+    problems = i18n.catalog_problems()
+    assert "b: missing in ko" in problems
+    assert "c: empty in ko" in problems
+    assert any(p.startswith("a: placeholders differ") for p in problems)
+
+
+def test_every_text_formats_with_its_own_placeholders() -> None:
+    for lang in i18n.LANGS:
+        for key, text in i18n.catalog(lang).items():
+            i18n.t(key, lang, **dict.fromkeys(i18n.placeholders(text), "X"))  # no stray braces
+
+
+def test_lookup_formats_falls_back_to_english_and_refuses_unknown_keys(monkeypatch) -> None:
+    assert i18n.t("lesson.step_of", "ko", i=3, n=12) == "12단계 중 3단계"
+    assert i18n.t("lesson.step_of", "en", i=3, n=12) == "Step 3 of 12"
+    assert i18n.t("lesson.step_of", "fr", i=3, n=12) == "Step 3 of 12"  # unknown language: English
+    only_en = {**i18n.catalog("en"), "only.english": "English only"}
+    monkeypatch.setattr(i18n, "catalog", lambda lang: only_en if lang == "en" else {})
+    assert i18n.t("only.english", "ko") == "English only"
+    with pytest.raises(i18n.MissingTextError, match="no interface text with key 'no.such.key'"):
+        i18n.t("no.such.key", "ko")
+
+
+@pytest.mark.parametrize(
+    ("locale", "lang"),
+    [("ko-KR", "ko"), ("ko", "ko"), ("ko_KR", "ko"), ("KO-kr", "ko"), ("en-US", "en"), ("de-DE", "en"),
+     (None, "en"), ("", "en")],
+)  # fmt: skip
+def test_language_from_the_browser_locale(locale, lang) -> None:
+    assert i18n.language_from_locale(locale) == lang
+
+
+def test_every_key_written_in_the_code_exists() -> None:
+    used = set()
+    for path in (REPO / "pages" / "lesson.py", REPO / "visformer" / "explain" / "lesson.py"):
+        used |= {k for k in KEY.findall(path.read_text(encoding="utf-8")) if not k.endswith(".")}
+    assert used, "the pattern found no keys"
+    missing = sorted(k for k in used if not i18n.has(k))
+    assert missing == []
+
+
+def test_the_dictionaries_are_valid_utf8_json_with_hangul() -> None:
+    ko = json.loads((i18n.LOCALES / "ko.json").read_text(encoding="utf-8"))
+    assert any(re.search("[가-힣]", text) for text in ko.values())
+    for term in ("포지셔널 인코딩", "셀프 어텐션", "마스크드 셀프 어텐션", "크로스 어텐션", "멀티 헤드", "스케일드 닷 프로덕트",
+                 "레이어 정규화", "잔차 연결", "피드 포워드", "라벨 스무딩", "빔 서치"):  # fmt: skip
+        assert any(term in text for text in ko.values()), term

@@ -1,0 +1,62 @@
+"""One recipe source: the CLI, the Train page and the bench build the same toy-task run for a task and seed."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from bench.bench_time_to_learn import BEST, MEASURED
+from bench.bench_time_to_learn import build_trainer as bench_trainer
+from visformer import recipes
+from visformer.classroom import jobs
+from visformer.classroom.hosting import HostedLimits
+from visformer.cli import build_parser
+from visformer.cli import build_trainer as cli_trainer
+from visformer.training import Trainer
+
+
+def run_of(trainer: Trainer) -> tuple:
+    """What makes a run: model config, training config, encoded training pairs and held-out sources."""
+    return (
+        trainer.model.config,
+        trainer.config,
+        trainer.train_pairs,
+        [ex.src for ex in trainer.valid_examples],
+    )
+
+
+@pytest.mark.parametrize(("task", "seed"), [("reverse", 3), ("sort", 0)])
+def test_cli_train_page_and_bench_build_the_same_run(task: str, seed: int, tmp_path: Path) -> None:
+    args = build_parser().parse_args(
+        ["train", "--task", task, "--out", str(tmp_path / "cli"), "--seed", str(seed)]
+    )
+    cli, _ = cli_trainer(args)
+    spec = recipes.toy_spec("page", task, seed=seed)  # the Train page's "Fast recipe" button
+    page = jobs.build_trainer(spec, HostedLimits(), recipes.prepare_data(spec.source, seed))
+    bench = bench_trainer(BEST, task, seed, limit_s=60.0)
+    assert run_of(cli) == run_of(page)
+    measured = replace(page.config, **MEASURED, time_limit_s=60.0)  # the bench only adds how long it may run
+    assert run_of(bench) == (*run_of(page)[:1], measured, *run_of(page)[2:])
+    assert page.config.seed == seed and page.model.config.norm_first  # the recipe, not the paper's defaults
+
+
+def test_cli_arguments_override_the_recipe(tmp_path: Path) -> None:
+    args = build_parser().parse_args(
+        ["train", "--task", "copy", "--out", str(tmp_path / "x"), "--layers", "1", "--no-norm-first",
+         "--label-smoothing", "0.1", "--n-train", "50", "--n-valid", "5"]
+    )  # fmt: skip
+    trainer, _ = cli_trainer(args)
+    cfg = trainer.model.config
+    assert (cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.norm_first) == (1, 1, False)
+    assert trainer.config.label_smoothing == 0.1 and trainer.config.warmup == recipes.TOY.train.warmup
+    assert len(trainer.train_pairs) == 50 and len(trainer.valid_examples) == 5
+
+
+def test_a_task_is_split_one_way() -> None:
+    train, valid = recipes.split_task("reverse", 300, 30, seed=5)
+    assert not {ex.src for ex in train} & {ex.src for ex in valid}
+    assert (train, valid) == recipes.split_task("reverse", 300, 30, seed=5)
+    prepared = recipes.prepare_data(recipes.TaskSource("reverse", 300, 30), seed=5)
+    assert [ex.src for ex in prepared.valid] == [ex.src for ex in valid]

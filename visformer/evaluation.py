@@ -1,0 +1,140 @@
+"""Evaluation during and after training: validation loss, greedy translations, BLEU/chrF or exact match."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from .data import Batch, batches, encode_pairs, fit_tokens, make_batch
+from .decoding import beam_search, greedy
+from .model import Transformer
+from .records import EvalMetrics
+from .tasks import alignment_score, exact_match
+from .tokenizer import Tokenizer
+
+LossFn = Callable[[nn.Module, Batch, float], tuple[Tensor, int]]  # (model, batch, smoothing) -> (sum, tokens)
+
+
+def corpus_scores(hypotheses: list[str], references: list[str]) -> tuple[float, float]:
+    """sacreBLEU (cased, 13a) and chrF of detokenised hypotheses against one reference each."""
+    import sacrebleu
+
+    bleu = sacrebleu.corpus_bleu(hypotheses, [references]).score
+    chrf = sacrebleu.corpus_chrf(hypotheses, [references]).score
+    return float(bleu), float(chrf)
+
+
+def best_head_alignment(cross: list[Tensor], alignments: list[list[int]]) -> float:
+    """Alignment score of the best cross-attention head; cross: per layer (B, h, T, S), teacher-forced."""
+    scores = [
+        alignment_score(layer[:, h : h + 1], alignments) for layer in cross for h in range(layer.shape[1])
+    ]
+    scores = [x for x in scores if not math.isnan(x)]
+    return max(scores) if scores else 0.0
+
+
+@torch.no_grad()
+def translate_batch(
+    model: Transformer,
+    src_tok: Tokenizer,
+    tgt_tok: Tokenizer,
+    texts: Sequence[str],
+    beam_size: int = 1,
+) -> list[str]:
+    """Translate one batch of texts: greedy (beam_size 1) or beam search from visformer.decoding."""
+    pairs = [(fit_tokens(src_tok.encode(text), model.config.max_len), []) for text in texts]
+    src = make_batch(pairs, src_tok.pad_id, tgt_tok.bos_id, src_tok.eos_id).src  # (B, S)
+    src = src.to(next(model.parameters()).device)
+    ids = dict(max_len=2 * src.shape[1] + 10, bos_id=tgt_tok.bos_id, eos_id=tgt_tok.eos_id, n_candidates=0)
+    if beam_size <= 1:
+        result = greedy(model, src, **ids)
+    else:
+        result = beam_search(model, src, beam_size=beam_size, n_best=1, **ids)
+    return [tgt_tok.decode(o.tokens) for o in result.outputs]
+
+
+def _device(model: nn.Module) -> torch.device:
+    """The device the model's weights are on."""
+    return next(model.parameters()).device
+
+
+class Evaluator:
+    """Scores a model on held-out examples: the trainer's collaborator for `eval_every` evaluations."""
+
+    def __init__(
+        self,
+        model: Transformer,
+        src_tok: Tokenizer,
+        tgt_tok: Tokenizer,
+        valid_examples: Sequence[Any],
+        loss: LossFn,
+        max_tokens: int,
+        n_examples: int,
+    ) -> None:
+        self.model, self.src_tok, self.tgt_tok, self.loss = model, src_tok, tgt_tok, loss
+        self.max_tokens, self.n_examples = max_tokens, n_examples
+        self.valid_examples = [ex for ex in valid_examples if ex.src]
+        self.valid_pairs = encode_pairs(self.valid_examples, src_tok, tgt_tok, model.config.max_len)
+        self.evals: list[EvalMetrics] = []
+        self.overhead_s = 0.0
+
+    @torch.no_grad()
+    def valid_loss(self) -> float:
+        """Per-token cross-entropy (no smoothing) on the validation pairs."""
+        if not self.valid_pairs:
+            return float("nan")
+        self.model.eval()
+        tok = self.tgt_tok
+        total, count = 0.0, 0
+        for batch in batches(self.valid_pairs, self.max_tokens, tok, False, 0):
+            loss, n = self.loss(self.model, batch, 0.0)
+            total, count = total + loss.item(), count + n
+        return total / max(count, 1)
+
+    def translate_texts(self, texts: Sequence[str], batch_size: int = 64) -> list[str]:
+        """Greedy translations of source texts (for evaluation and samples)."""
+        self.model.eval()
+        out: list[str] = []
+        for i in range(0, len(texts), batch_size):
+            out += translate_batch(self.model, self.src_tok, self.tgt_tok, texts[i : i + batch_size])
+        return out
+
+    def evaluate(self, step: int, elapsed_s: float) -> EvalMetrics:
+        """Valid loss plus BLEU/chrF (corpora) or exact match/alignment score (tasks) after `step`."""
+        t0 = time.perf_counter()
+        examples = self.valid_examples[: self.n_examples]
+        loss = self.valid_loss()
+        hyps = self.translate_texts([ex.src for ex in examples]) if examples else []
+        refs = [ex.tgt for ex in examples]
+        bleu = chrf = exact = align = None
+        if examples and hasattr(examples[0], "alignment"):
+            exact = exact_match(hyps, refs)
+            align = self._alignment_score(examples)
+        elif examples:
+            bleu, chrf = corpus_scores(hyps, refs)
+        samples = [(ex.src, ex.tgt, h) for ex, h in zip(examples[:3], hyps[:3], strict=False)]
+        self.overhead_s += time.perf_counter() - t0
+        metrics = EvalMetrics(step, loss, bleu, chrf, exact, align, samples, elapsed_s)
+        self.evals.append(metrics)
+        return metrics
+
+    @torch.no_grad()
+    def _alignment_score(self, examples: Sequence[Any]) -> float:
+        """Alignment accuracy of the best cross-attention head on up to 200 task examples."""
+        examples = examples[:200]
+        pairs = encode_pairs(examples, self.src_tok, self.tgt_tok, self.model.config.max_len)
+        if len(pairs) != len(examples):
+            return 0.0
+        tok = self.tgt_tok
+        batch = make_batch(pairs, tok.pad_id, tok.bos_id, tok.eos_id)
+        out = self.model(
+            batch.src.to(_device(self.model)), batch.tgt_in.to(_device(self.model)), need_weights=True
+        )
+        cross = [c.float().cpu() for c in out.attention.cross]
+        # decoder query j (input [bos] + tokens) is the one that predicts target token j
+        return best_head_alignment(cross, [ex.alignment for ex in examples])

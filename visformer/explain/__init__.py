@@ -1,0 +1,1 @@
+"""Teaching: attention kinds, views of a translation, analysis and the figures the pages draw."""

@@ -1,0 +1,66 @@
+"""The three kinds of attention of the Transformer, in one table: names, titles, masks and token sides."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+
+from ..config import ModelConfig
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class AttentionKind:
+    """One kind of attention: its field in AttentionMaps, its labels, and which tokens ask and answer."""
+
+    name: str  # the AttentionMaps / HeadMask field and URL value: "encoder", "decoder" or "cross"
+    title: str  # "Encoder self-attention"
+    short: str  # "Encoder self"
+    initial: str  # letter of a head code in the URL ("e0.1")
+    masked: bool  # decoder self-attention: a query may not see later keys
+    queries: str  # "source" or "target": the side whose tokens ask (rows)
+    keys: str  # the side whose tokens are looked at (columns)
+
+    def sides(self, source: T, target: T) -> tuple[T, T]:
+        """(query, key) items of this kind, given the source side's and the target side's."""
+        pick = {"source": source, "target": target}
+        return pick[self.queries], pick[self.keys]
+
+    def mask(self, n_queries: int, n_keys: int) -> np.ndarray | None:
+        """True where a query may NOT see a key (the future, for masked kinds); None when nothing is hidden."""
+        return future_mask(n_queries, n_keys) if self.masked else None
+
+    def n_layers(self, config: ModelConfig) -> int:
+        """Layers of the model that hold this kind of attention."""
+        return config.n_encoder_layers if self.name == "encoder" else config.n_decoder_layers
+
+
+ENCODER = AttentionKind("encoder", "Encoder self-attention", "Encoder self", "e", False, "source", "source")
+DECODER = AttentionKind(
+    "decoder", "Decoder masked self-attention", "Decoder self (masked)", "d", True, "target", "target"
+)
+CROSS = AttentionKind("cross", "Cross-attention (decoder → encoder)", "Cross", "c", False, "target", "source")
+KIND = {k.name: k for k in (ENCODER, DECODER, CROSS)}
+KINDS = tuple(KIND)  # ("encoder", "decoder", "cross"): the order every page shows them in
+KIND_TITLES = {k.name: k.title for k in KIND.values()}
+
+
+def get_kind(name: str) -> AttentionKind:
+    """The kind called `name`; ValueError naming the choices otherwise."""
+    if name not in KIND:
+        raise ValueError(f"unknown attention kind {name!r}; choose one of {', '.join(KINDS)}")
+    return KIND[name]
+
+
+def future_mask(n_queries: int, n_keys: int) -> np.ndarray:
+    """True where decoder query i may NOT see key j (the masked upper triangle), shape (q, k)."""
+    offset = n_keys - n_queries
+    return np.arange(n_keys)[None, :] > np.arange(n_queries)[:, None] + offset
+
+
+def layer_counts(config: ModelConfig) -> dict[str, int]:
+    """Number of layers per attention kind."""
+    return {name: kind.n_layers(config) for name, kind in KIND.items()}

@@ -1,0 +1,236 @@
+"""Figures of the positional encoding: sines and cosines, binary counting, rotations, norms."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .style import DIVERGING_SCALE, layout
+
+
+def pe_heatmap(
+    pe: np.ndarray, *, mark_position: int | None = None, mark_pair: int | None = None
+) -> go.Figure:
+    """PE over positions (rows) × dimensions (columns), optionally outlining one position and one pair."""
+    pe = np.asarray(pe, dtype=float)
+    length, d_model = pe.shape
+    fig = go.Figure(
+        go.Heatmap(
+            z=pe,
+            colorscale=DIVERGING_SCALE,
+            reversescale=True,
+            zmin=-1,
+            zmax=1,
+            colorbar=dict(title="PE", thickness=12),
+            hovertemplate="position %{y}, dimension %{x}<br>PE = %{z:.3f}<extra></extra>",
+        )
+    )
+    if mark_position is not None and 0 <= mark_position < length:
+        fig.add_shape(
+            type="rect",
+            x0=-0.5,
+            x1=d_model - 0.5,
+            y0=mark_position - 0.5,
+            y1=mark_position + 0.5,
+            line=dict(color="#222", width=2),
+        )
+    if mark_pair is not None and 0 <= 2 * mark_pair < d_model:
+        fig.add_shape(
+            type="rect",
+            x0=2 * mark_pair - 0.5,
+            x1=2 * mark_pair + 1.5,
+            y0=-0.5,
+            y1=length - 0.5,
+            line=dict(color="#e4572e", width=2),
+        )
+    fig.update_xaxes(title="dimension (even = sin, odd = cos)", showgrid=False)
+    fig.update_yaxes(title="position", autorange="reversed", showgrid=False)
+    return layout(fig, f"Positional encoding, d_model = {d_model}, {length} positions", 460)
+
+
+def pe_pair_figure(sin: np.ndarray, cos: np.ndarray, wavelength: float, pair: int, d_model: int) -> go.Figure:
+    """sin and cos of dimension pair `pair` over positions, with every full wavelength marked."""
+    positions = np.arange(len(sin))
+    fig = go.Figure()
+    fig.add_trace(
+        go.Scatter(x=positions, y=sin, mode="lines", name=f"dim {2 * pair}: sin", line=dict(width=2.5))
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=positions,
+            y=cos,
+            mode="lines",
+            name=f"dim {2 * pair + 1}: cos",
+            line=dict(width=2.5, dash="dot"),
+        )
+    )
+    n_marks = int((len(sin) - 1) // wavelength) if wavelength > 0 else 0
+    for m in range(1, min(n_marks, 40) + 1):
+        fig.add_vline(x=m * wavelength, line=dict(color="#e4572e", width=1, dash="dash"))
+    shown = "" if n_marks else " (longer than shown)"
+    title = (
+        f"Pair i = {pair}: dimensions {2 * pair} and {2 * pair + 1}"
+        f"<br><sup>wavelength 2π·10000^({2 * pair}/{d_model}) = {wavelength:,.1f} positions{shown}</sup>"
+    )
+    fig.update_xaxes(title="position")
+    fig.update_yaxes(title="value", range=[-1.15, 1.15])
+    fig.update_layout(legend=dict(orientation="h", y=-0.25))
+    return layout(fig, title, 380)
+
+
+def pe_vector_figure(vector: np.ndarray, position: int) -> go.Figure:
+    """The PE vector at one position, one bar per dimension (sin dimensions and cos dimensions coloured apart)."""
+    vector = np.asarray(vector, dtype=float)
+    dims = np.arange(len(vector))
+    fig = go.Figure()
+    for parity, name, color in ((0, "sin (even)", "#3b75af"), (1, "cos (odd)", "#ef8636")):
+        keep = dims % 2 == parity
+        fig.add_trace(
+            go.Bar(
+                x=dims[keep],
+                y=vector[keep],
+                name=name,
+                marker_color=color,
+                hovertemplate="dimension %{x}: %{y:.3f}<extra></extra>",
+            )
+        )
+    fig.update_xaxes(title="dimension")
+    fig.update_yaxes(title="PE", range=[-1.1, 1.1])
+    fig.update_layout(bargap=0.1, legend=dict(orientation="h", y=-0.25))
+    return layout(fig, f"PE({position})", 340)
+
+
+def binary_figure(bits: np.ndarray, pe: np.ndarray) -> go.Figure:
+    """Bits of 0..n-1 beside the sin dimensions of PE for the same positions: both flip slower to the right."""
+    bits = np.asarray(bits, dtype=float)
+    sines = np.asarray(pe, dtype=float)[:, 0::2]
+    n = len(bits)
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        subplot_titles=(
+            "binary counter: bit k flips every 2^k",
+            "PE sin dimensions: pair i turns slower as i grows",
+        ),
+        horizontal_spacing=0.12,
+    )
+    fig.add_trace(
+        go.Heatmap(
+            z=bits,
+            colorscale=[[0, "#f7f7f7"], [1, "#2b4b7e"]],
+            showscale=False,
+            xgap=2,
+            ygap=2,
+            texttemplate="%{z:.0f}",
+            hovertemplate="number %{y}, bit %{x}: %{z:.0f}<extra></extra>",
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Heatmap(
+            z=sines,
+            colorscale=DIVERGING_SCALE,
+            reversescale=True,
+            zmin=-1,
+            zmax=1,
+            xgap=2,
+            ygap=2,
+            colorbar=dict(title="PE", thickness=12),
+            hovertemplate="position %{y}, pair %{x}: %{z:.2f}<extra></extra>",
+        ),
+        row=1,
+        col=2,
+    )
+    fig.update_xaxes(title="bit k (1s, 2s, 4s, ...)", tickvals=list(range(bits.shape[1])), row=1, col=1)
+    fig.update_xaxes(title="pair i (sin dimension 2i)", row=1, col=2)
+    fig.update_yaxes(title="number / position", tickvals=list(range(n)), autorange="reversed", showgrid=False)
+    return layout(fig, "", 470)
+
+
+def dot_product_figure(ks: np.ndarray, dots: np.ndarray, position: int) -> go.Figure:
+    """PE(pos)·PE(pos+k) against k: symmetric, largest at k = 0, depends on k only."""
+    fig = go.Figure(
+        go.Scatter(
+            x=ks,
+            y=dots,
+            mode="lines+markers",
+            marker=dict(size=4),
+            hovertemplate="k = %{x}: %{y:.3f}<extra></extra>",
+        )
+    )
+    fig.add_vline(x=0, line=dict(color="#999", dash="dot"))
+    fig.update_xaxes(title="offset k")
+    fig.update_yaxes(title=f"PE({position}) · PE({position}+k)")
+    return layout(fig, "Similarity of positions k apart", 340)
+
+
+def rotation_figure(
+    before: np.ndarray, after: np.ndarray, rotated: np.ndarray, pair: int, k: int
+) -> go.Figure:
+    """One (sin, cos) pair on the unit circle: PE(pos), PE(pos+k), and M_k·PE(pos) landing on it."""
+    angle = np.linspace(0, 2 * np.pi, 200)
+    fig = go.Figure(
+        go.Scatter(
+            x=np.cos(angle),
+            y=np.sin(angle),
+            mode="lines",
+            line=dict(color="#ccc"),
+            hoverinfo="skip",
+            showlegend=False,
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[0, before[1]],
+            y=[0, before[0]],
+            mode="lines+markers",
+            name="PE(pos)",
+            line=dict(color="#3b75af", width=3),
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[0, after[1]],
+            y=[0, after[0]],
+            mode="lines+markers",
+            name=f"PE(pos+{k})",
+            line=dict(color="#ef8636", width=3),
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[rotated[1]],
+            y=[rotated[0]],
+            mode="markers",
+            name=f"M_{k}·PE(pos)",
+            marker=dict(symbol="x", size=14, color="#222"),
+        )
+    )
+    fig.update_xaxes(title=f"cos (dim {2 * pair + 1})", range=[-1.25, 1.25], scaleanchor="y", zeroline=True)
+    fig.update_yaxes(title=f"sin (dim {2 * pair})", range=[-1.25, 1.25], zeroline=True)
+    fig.update_layout(legend=dict(orientation="h", y=-0.2))
+    return layout(fig, f"Pair i = {pair}: a rotation", 400)
+
+
+def norms_figure(embedding_norms: np.ndarray, pe_norm: float) -> go.Figure:
+    """Histogram of ‖√d·E[token]‖ with the (constant) PE norm marked."""
+    fig = go.Figure(
+        go.Histogram(
+            x=np.asarray(embedding_norms, dtype=float),
+            nbinsx=40,
+            name="token embeddings",
+            marker_color="#3b75af",
+            opacity=0.85,
+        )
+    )
+    fig.add_vline(
+        x=pe_norm,
+        line=dict(color="#e4572e", width=3, dash="dash"),
+        annotation_text=f"‖PE(pos)‖ = √(d/2) = {pe_norm:.2f}",
+        annotation_position="top right",
+    )
+    fig.update_xaxes(title="vector norm")
+    fig.update_yaxes(title="number of tokens")
+    return layout(fig, "Word embeddings (×√d_model) vs positional encoding", 360)

@@ -1,0 +1,89 @@
+"""Interface text in Korean and English: per-language dictionaries looked up by key.
+
+`t("lesson.title", "ko")` returns the Korean text; a key missing in Korean falls back to English, a key
+missing in English raises MissingTextError (tests check that both dictionaries have every key, so a page
+never shows a raw key). Placeholders use str.format: `t("lesson.step_of", lang, i=3, n=12)`.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from functools import cache
+from pathlib import Path
+
+LANGS = ("en", "ko")
+DEFAULT_LANG = "en"
+LANG_NAMES = {"en": "English", "ko": "한국어"}
+LOCALES = Path(__file__).resolve().parent / "locales"
+
+
+class MissingTextError(KeyError):
+    """A text key that the English dictionary does not have."""
+
+    def __str__(self) -> str:
+        return f"no interface text with key {self.args[0]!r} in visformer/locales/en.json"
+
+
+@cache
+def catalog(lang: str) -> dict[str, str]:
+    """The dictionary of one language, read once from visformer/locales/LANG.json."""
+    if lang not in LANGS:
+        raise ValueError(f"unknown language {lang!r}; choose one of {', '.join(LANGS)}")
+    return json.loads((LOCALES / f"{lang}.json").read_text(encoding="utf-8"))
+
+
+def normalize_lang(lang: str | None) -> str:
+    """A supported language code; anything else becomes English."""
+    return lang if lang in LANGS else DEFAULT_LANG
+
+
+def t(key: str, lang: str | None = DEFAULT_LANG, /, **fmt: object) -> str:
+    """The text for `key` in `lang` (English where the language lacks it), formatted with `fmt`."""
+    text = catalog(normalize_lang(lang)).get(key)
+    if text is None:
+        text = catalog(DEFAULT_LANG).get(key)
+    if text is None:
+        raise MissingTextError(key)
+    return text.format(**fmt)
+
+
+def has(key: str) -> bool:
+    """Whether the English dictionary has `key`."""
+    return key in catalog(DEFAULT_LANG)
+
+
+def language_from_locale(locale: str | None) -> str:
+    """'ko' for a Korean browser locale ('ko', 'ko-KR', 'ko_KR'), else 'en'."""
+    if not locale:
+        return DEFAULT_LANG
+    primary = str(locale).replace("_", "-").split("-")[0].strip().lower()
+    return primary if primary in LANGS else DEFAULT_LANG
+
+
+def placeholders(text: str) -> set[str]:
+    """Names of the str.format fields in `text` ('{n} of {total}' -> {'n', 'total'})."""
+    return {name.split(".")[0].split("[")[0] for _, name, _, _ in string.Formatter().parse(text) if name}
+
+
+def catalog_problems() -> list[str]:
+    """Everything wrong with the dictionaries: missing keys, empty texts, placeholders that differ."""
+    problems = []
+    cats = {lang: catalog(lang) for lang in LANGS}
+    every = set().union(*cats.values())
+    for key in sorted(every):
+        texts = {lang: cats[lang].get(key) for lang in LANGS}
+        for lang, text in texts.items():
+            if text is None:
+                problems.append(f"{key}: missing in {lang}")
+            elif not isinstance(text, str) or not text.strip():
+                problems.append(f"{key}: empty in {lang}")
+        present = [text for text in texts.values() if isinstance(text, str)]
+        try:
+            fields = {frozenset(placeholders(text)) for text in present}
+        except ValueError as exc:
+            problems.append(f"{key}: bad braces ({exc})")
+            continue
+        if len(fields) > 1:
+            problems.append(f"{key}: placeholders differ between languages: {[sorted(f) for f in fields]}")
+    return problems
