@@ -16,6 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+# Loaded first, whole, by every session: imported lazily (by plotly, inside a figure) by two sessions at once on
+# a fresh server, one of them got a partially initialised pandas ("no attribute 'Series'"; bench/RESULTS.md,
+# Class load).
+import pandas  # noqa: F401
+import plotly.graph_objects  # noqa: F401
 import streamlit as st
 
 from pages import _loading as loading

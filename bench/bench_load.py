@@ -24,7 +24,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
@@ -93,37 +92,17 @@ def server_env(work: Path, max_steps: int) -> dict[str, str]:
 
 
 def start_server(work: Path, port: int, max_steps: int) -> subprocess.Popen:
-    """`streamlit run app.py` headless on 127.0.0.1:port; returns once /_stcore/health answers."""
-    cmd = [
-        sys.executable, "-m", "streamlit", "run", str(REPO / "app.py"), "--server.address", "127.0.0.1",
-        "--server.port", str(port), "--server.headless", "true", "--server.fileWatcherType", "none",
-        "--server.runOnSave", "false", "--browser.gatherUsageStats", "false",
-    ]  # fmt: skip
-    log = open(work / "server.log", "wb")
-    proc = subprocess.Popen(
-        cmd, cwd=REPO, env=server_env(work, max_steps), stdout=log, stderr=subprocess.STDOUT
-    )
-    for _ in range(600):
-        if proc.poll() is not None:
-            raise RuntimeError(f"streamlit exited early: {(work / 'server.log').read_text()[-2000:]}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
-                if r.status == 200:
-                    return proc
-        except OSError:
-            time.sleep(0.5)
-    proc.terminate()
-    raise RuntimeError("streamlit did not become healthy")
+    """`streamlit run app.py` headless on 127.0.0.1:port (log: work/server.log); returns once it is healthy."""
+    from deploy.launch import start_app
+
+    return start_app(port, server_env(work, max_steps), work / "server.log")
 
 
 def stop_server(proc: subprocess.Popen) -> None:
     """Terminate the server we started (and wait for it)."""
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    from deploy.launch import stop_process
+
+    stop_process(proc)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -447,10 +426,10 @@ def section(report: LoadReport) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_section(markdown: str, path: Path = RESULTS) -> None:
-    """Replace (or append) only the 'Load test' section of RESULTS.md, leaving the rest untouched."""
+def write_section(markdown: str, path: Path = RESULTS, title: str = TITLE) -> None:
+    """Replace (or append) only the section `title` of RESULTS.md, leaving the rest untouched."""
     text = path.read_text(encoding="utf-8") if path.exists() else "# visformer benchmarks\n"
-    head = f"## {TITLE}"
+    head = f"## {title}"
     if head in text:
         start = text.index(head)
         end = text.find("\n## ", start + len(head))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -129,6 +130,21 @@ def test_the_registry_keeps_a_bounded_number_of_finished_jobs(tmp_path: Path) ->
     assert third.join(timeout=120)
     assert registry.get("alice") is None and registry.get("bob") is second  # the oldest finished one went
     assert registry.get("carol") is third
+
+
+def test_finished_jobs_expire_and_a_new_run_replaces_the_old_one(tmp_path: Path) -> None:
+    registry = jobs.JobRegistry(max_age_s=60)
+    threads = threading.active_count()
+    saved = []
+    for name in ("a", "b", "c"):  # one session trains three times in a row
+        job = registry.start("alice", spec(name, replace(QUICK, steps=2)), LIMITS, tmp_path)
+        assert job.join(timeout=120) and job.progress().state == jobs.DONE
+        saved.append(job.progress().checkpoint)
+        assert len(registry) == 1 and registry.get("alice") is job  # the new run replaced the finished one
+    assert threading.active_count() == threads  # every worker thread has ended
+    assert not set(saved) & jobs._RESERVED  # reservations are released once the folder is written
+    assert registry.sweep(now=job.finished + 30) == 0 and registry.get("alice") is job
+    assert registry.sweep(now=job.finished + 61) == 1 and len(registry) == 0
 
 
 def test_a_model_beyond_the_limits_fails_with_a_message(registry, tmp_path: Path) -> None:

@@ -1,7 +1,9 @@
-"""Load test on loopback: 20 browser sessions translate and view attention while two sessions train.
+"""Real-browser check under load: a few Chromium sessions translate and view attention while two train.
 
 Starts `streamlit run app.py` in hosted mode on a free 127.0.0.1 port (see bench/bench_load.py) and
-drives one headless Chromium. Marked slow (a few minutes on 2 shared cores); run it with
+drives one headless Chromium. The class-size load (10-100 students) is measured at the protocol level by
+bench/bench_class.py (tests/test_bench_class.py); this test checks the rendered page, with
+VISFORMER_LOAD_SESSIONS viewer sessions (default 4). Marked slow; run it with
 `python -m pytest tests/test_load.py -m slow`.
 """
 
@@ -14,7 +16,7 @@ import pytest
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
-SESSIONS = int(os.environ.get("VISFORMER_LOAD_SESSIONS", "20"))
+SESSIONS = int(os.environ.get("VISFORMER_LOAD_SESSIONS", "4"))
 
 
 @pytest.fixture(scope="module")

@@ -66,6 +66,11 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
         help="continue training this checkpoint (same data arguments; its model, tokenizer and recipe)",
     )
     p.add_argument(
+        "--init",
+        metavar="DIR",
+        help="corpus: start from this checkpoint's layers with a new vocabulary (warm start; its model size)",
+    )
+    p.add_argument(
         "--resumable", action="store_true", help="also save Adam's state so that --resume continues exactly"
     )
     p.add_argument("--half", action="store_true", help="store weights in float16 (smaller; loads as float32)")
@@ -412,6 +417,18 @@ def _final_test(trainer: Trainer, test: list, args: argparse.Namespace) -> dict[
     }
 
 
+def _warm_model(args: argparse.Namespace, src_tok: Any, tgt_tok: Any) -> torch.nn.Module:
+    """The --init checkpoint's model moved onto the new tokenizers (visformer.warmstart)."""
+    from .warmstart import warm_start
+
+    if args.task or args.resume:
+        raise UsageError("--init starts a corpus run; it cannot be combined with --task or --resume")
+    try:
+        return warm_start(load_checkpoint(args.init), src_tok, tgt_tok)
+    except ValueError as exc:
+        raise UsageError(f"--init {args.init}: {exc}") from exc
+
+
 def build_trainer(args: argparse.Namespace) -> tuple[Trainer, list]:
     """The Trainer `train` runs (a resumed or a new one) and the test pairs scored after it."""
     if args.resume:
@@ -419,7 +436,7 @@ def build_trainer(args: argparse.Namespace) -> tuple[Trainer, list]:
     train, valid, test, src_tok, tgt_tok = _task_data(args) if args.task else _corpus_data(args)
     model_config, train_config = _configs(args, src_tok, tgt_tok)
     torch.manual_seed(args.seed)  # identical initial weights on every rank
-    model = build_model(model_config)
+    model = _warm_model(args, src_tok, tgt_tok) if args.init else build_model(model_config)
     return Trainer(model, train, valid, src_tok, tgt_tok, train_config, task=args.task), test
 
 

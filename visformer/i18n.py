@@ -1,5 +1,6 @@
 """Interface text in Korean and English: per-language dictionaries looked up by key.
 
+Texts live in `locales/LANG.json` and `locales/AREA/LANG.json` (one folder per part of the app).
 `t("lesson.title", "ko")` returns the Korean text; a key missing in Korean falls back to English, a key
 missing in English raises MissingTextError (tests check that both dictionaries have every key, so a page
 never shows a raw key). Placeholders use str.format: `t("lesson.step_of", lang, i=3, n=12)`.
@@ -25,12 +26,24 @@ class MissingTextError(KeyError):
         return f"no interface text with key {self.args[0]!r} in visformer/locales/en.json"
 
 
+def catalog_files(lang: str) -> list[Path]:
+    """The files of one language: visformer/locales/LANG.json and one LANG.json per area folder (locales/AREA/)."""
+    return [LOCALES / f"{lang}.json", *sorted(LOCALES.glob(f"*/{lang}.json"))]
+
+
 @cache
 def catalog(lang: str) -> dict[str, str]:
-    """The dictionary of one language, read once from visformer/locales/LANG.json."""
+    """The dictionary of one language, read once from its files; a key defined in two files is an error."""
     if lang not in LANGS:
         raise ValueError(f"unknown language {lang!r}; choose one of {', '.join(LANGS)}")
-    return json.loads((LOCALES / f"{lang}.json").read_text(encoding="utf-8"))
+    merged: dict[str, str] = {}
+    for path in catalog_files(lang):
+        texts = json.loads(path.read_text(encoding="utf-8"))
+        twice = sorted(set(texts) & set(merged))
+        if twice:
+            raise ValueError(f"{path}: keys already defined in another locale file: {', '.join(twice)}")
+        merged.update(texts)
+    return merged
 
 
 def normalize_lang(lang: str | None) -> str:

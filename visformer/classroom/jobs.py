@@ -153,6 +153,7 @@ class Job:
         self.owner, self.spec, self.limits, self.root = owner, spec, limits, Path(root)
         self._release = release  # gives the run's slot back when the thread ends
         self.created = time.time()
+        self.finished: float | None = None  # time.time() when the worker thread ended
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._trainer: Trainer | None = None
@@ -229,6 +230,7 @@ class Job:
                 log.exception("training job %s failed", self.spec.name)
             self._set(state=FAILED, message=_message(exc), trainer=None)
         finally:
+            self.finished = time.time()
             self._release()
 
     def _record(self, metrics: StepMetrics | EvalMetrics) -> None:
@@ -250,7 +252,11 @@ class Job:
             return
         self._set(state=SAVING)
         info = {"source": self.spec.source.label, "trained_in": "visformer app", **prepared.info}
-        path = save_trainer(reserve_checkpoint_dir(self.root, self.spec.name), trainer, info=info)
+        path = reserve_checkpoint_dir(self.root, self.spec.name)
+        try:
+            save_trainer(path, trainer, info=info)
+        finally:
+            release_checkpoint_dir(path)  # saved (the folder now exists) or failed: the name is free again
         why = "stopped" if trainer.stopped else "time limit reached"
         note = problem or (
             f"{why} at step {trainer.step:,}; the checkpoint keeps what was learned" if stopped else ""
@@ -285,6 +291,12 @@ def reserve_checkpoint_dir(root: Path, name: str) -> Path:
         return path
 
 
+def release_checkpoint_dir(path: Path) -> None:
+    """Forget a reservation once its folder is written (or its save failed), so the set stays small."""
+    with _NAMES_LOCK:
+        _RESERVED.discard(path)
+
+
 # ---------------------------------------------------------------------------------------------
 # The registry: one run per session, a cap on runs across sessions
 # ---------------------------------------------------------------------------------------------
@@ -293,15 +305,16 @@ def reserve_checkpoint_dir(root: Path, name: str) -> Path:
 class JobRegistry:
     """Process-wide jobs, at most one running per owner (a browser session), capped across owners.
 
-    A finished job stays for its session to show, until the session starts another one or more than
-    `max_finished` jobs have finished since: then the oldest finished ones are dropped, so the registry stays
-    bounded however many sessions come and go.
+    A finished job stays for its session to show, until the session starts another one, it has been finished
+    for `max_age_s`, or more than `max_finished` jobs have finished since: then it is dropped, so the registry
+    (and what its jobs hold: metrics, data) stays bounded however many sessions come and go.
     """
 
-    def __init__(self, max_finished: int = 64) -> None:
+    def __init__(self, max_finished: int = 64, max_age_s: float = 3600.0) -> None:
         self._lock = threading.Lock()
         self._jobs: dict[str, Job] = {}
         self.max_finished = max_finished
+        self.max_age_s = max_age_s
 
     def start(self, owner: str, spec: RunSpec, limits: HostedLimits, root: Path) -> Job:
         """Start a run for `owner`; hosting.BusyError when the owner has one going or every slot is taken."""
@@ -320,15 +333,33 @@ class JobRegistry:
             raise
 
     def get(self, owner: str) -> Job | None:
-        """The owner's latest job, if any."""
+        """The owner's latest job, if any (finished jobs past their age are dropped first)."""
+        self.sweep()
         with self._lock:
             return self._jobs.get(owner)
 
-    def _drop_finished(self) -> None:
-        """Keep the newest max_finished finished jobs, drop older ones (the caller holds the lock)."""
+    def sweep(self, now: float | None = None) -> int:
+        """Drop finished jobs past max_age_s (at `now`, default the current time); how many were dropped."""
+        with self._lock:
+            before = len(self._jobs)
+            self._drop_finished(now, cap=False)
+            return before - len(self._jobs)
+
+    def __len__(self) -> int:
+        """Jobs held: running ones and finished ones not dropped yet."""
+        with self._lock:
+            return len(self._jobs)
+
+    def _drop_finished(self, now: float | None = None, cap: bool = True) -> None:
+        """Drop finished jobs older than max_age_s, and (cap) all but the newest max_finished (lock held)."""
+        now = time.time() if now is None else now
         finished = sorted((job for job in self._jobs.values() if not job.active), key=lambda job: job.created)
-        for job in finished[: max(0, len(finished) - self.max_finished)]:
-            del self._jobs[job.owner]
+        expired = [
+            job for job in finished if job.finished is not None and now - job.finished > self.max_age_s
+        ]
+        surplus = finished[: max(0, len(finished) - self.max_finished)] if cap else []
+        for job in expired + surplus:
+            self._jobs.pop(job.owner, None)
 
     def active_count(self) -> int:
         """Runs going across all owners."""

@@ -1,0 +1,715 @@
+"""A class on one server, measured at the protocol level: simulated students speak Streamlit's websocket.
+
+`python -m bench.bench_class --students 10 25 50 100 [--trainers 5]` starts `streamlit run app.py` in hosted
+mode on a free 127.0.0.1 port for each level (the shipped checkpoints, fresh user folders), and drives the
+students as asyncio websocket clients that send `BackMsg` protobufs and read `ForwardMsg` deltas, as the
+browser's JavaScript does: widget ids are learned from the deltas, so no browser runs and 100 students cost
+the client little CPU. Each student follows a script with think time: open the app, type a class example
+and a sentence of their own, move the layer and head sliders, open "All heads", run the Decoding page's
+comparison. The trainers also train a toy copy-task model on the Train page (retrying while the server is
+busy) and open it. Reported per level (section "Class load" of bench/RESULTS.md): requests, errors,
+p50/p95/max response per request kind, the server's CPU, memory and threads, cache entries, and leaks
+(a student seeing another's model in the picker or opening it through a URL).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import re
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote
+
+if __package__ in (None, ""):  # `python bench/bench_class.py`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.bench_load import free_port, make_shipped_checkpoint, start_server, stop_server, write_section
+
+REPO = Path(__file__).resolve().parents[1]
+TITLE = "Class load"
+DONE_STATES = (0, 1, 3)  # ForwardMsg.ScriptFinishedStatus: success, compile error, fragment run success
+ERROR_ALERT = 1  # Alert.Format.ERROR
+RUN_TIMEOUT_S = 300.0  # a bound on one script run: a hung run becomes an error, never a hung bench
+SAVED = re.compile(r"Saved as .+ after [\d,]+ steps")
+TOY_TASK = re.compile(r"Toy task \*\*(\w+)\*\*")
+VIEWING = ("open app", "type class example", "type own sentence", "change layer", "change head", "all heads")
+
+
+# ---------------------------------------------------------------------------------------------
+# The protocol: one websocket session
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    """What one script run sent back: timing, texts, widgets, errors."""
+
+    seconds: float
+    texts: list[str] = field(default_factory=list)  # markdown, headings, captions, alert bodies
+    alerts: list[tuple[int, str]] = field(default_factory=list)  # (Alert.Format, body)
+    exceptions: list[str] = field(default_factory=list)
+    widgets: dict[str, str] = field(default_factory=dict)  # label -> widget id (a tab label -> its tabs' id)
+    options: dict[str, list[str]] = field(default_factory=dict)  # selectbox / pills label -> options
+
+    def text(self) -> str:
+        """Every text of the run, one per line."""
+        return "\n".join(self.texts)
+
+    def errors(self) -> list[str]:
+        """Exceptions and error boxes, one line each."""
+        boxes = [body for fmt, body in self.alerts if fmt == ERROR_ALERT]
+        return [f"exception: {e[:200]}" for e in self.exceptions] + [f"error box: {b[:200]}" for b in boxes]
+
+    def yours(self) -> list[str]:
+        """The trained models the sidebar's checkpoint picker lists for this session."""
+        return [o for o in self.options.get("Checkpoint", []) if o.endswith("(yours)")]
+
+
+def text_state(widget_id: str, value: str):
+    """A text input's state."""
+    from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+    return WidgetState(id=widget_id, string_value=value)
+
+
+def slider_state(widget_id: str, value: float):
+    """A single-value slider's state."""
+    from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+    state = WidgetState(id=widget_id)
+    state.double_array_value.data.append(float(value))
+    return state
+
+
+def click_state(widget_id: str):
+    """A button click (a trigger: sent once)."""
+    from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+    return WidgetState(id=widget_id, trigger_value=True)
+
+
+def _read_delta(msg, run: Run, tabs: list[str]) -> None:
+    """Add one delta's texts, widgets, options and errors to `run` (tabs: the latest tabs container id)."""
+    delta = msg.delta
+    if delta.WhichOneof("type") == "add_block":
+        block = delta.add_block
+        kind = block.WhichOneof("type")
+        if kind == "tab_container":
+            tabs[:] = [block.id]
+        elif kind == "tab" and tabs:
+            run.widgets[block.tab.label] = tabs[0]
+        return
+    if delta.WhichOneof("type") != "new_element":
+        return
+    kind = delta.new_element.WhichOneof("type")
+    element = getattr(delta.new_element, kind)
+    if kind in ("markdown", "heading"):
+        run.texts.append(element.body)
+    elif kind == "alert":
+        run.alerts.append((element.format, element.body))
+        run.texts.append(element.body)
+    elif kind == "exception":
+        run.exceptions.append(f"{element.type}: {element.message}")
+    if getattr(element, "id", "") and getattr(element, "label", ""):
+        run.widgets[element.label] = element.id
+    if kind == "selectbox":
+        run.options[element.label] = list(element.options)
+    elif kind == "button_group":
+        run.options[element.label] = [o.content for o in element.options]
+
+
+class Session:
+    """One browser tab's websocket session: sends reruns, reads the deltas they produce."""
+
+    def __init__(self, ws_url: str, headers: dict[str, str] | None = None) -> None:
+        self.ws_url, self.headers = ws_url, headers or {}
+        self.pages: dict[str, str] = {}  # page title -> page_script_hash
+        self.page = ""  # the current page's hash
+        self.query = ""
+        self.widgets: dict[str, str] = {}  # the last run's widgets
+        self.held: dict[str, object] = {}  # widget id -> the value state this tab keeps sending
+        self.fragment: tuple[str, float] | None = None  # (fragment id, seconds) of an auto-rerunning fragment
+        self._ws = None
+        self._inbox: asyncio.Queue = asyncio.Queue()
+        self._reader: asyncio.Task | None = None
+
+    async def connect(self) -> None:
+        """Open the websocket (subprotocol 'streamlit', as the browser does)."""
+        import websockets
+
+        self._ws = await websockets.connect(
+            self.ws_url, subprotocols=["streamlit"], additional_headers=self.headers, max_size=None,
+            open_timeout=RUN_TIMEOUT_S,
+        )  # fmt: skip
+        self._reader = asyncio.create_task(self._read())
+
+    @property
+    def response_headers(self) -> dict[str, str]:
+        """Headers of the websocket upgrade response (e.g. the proxy's upstream)."""
+        return dict(self._ws.response.headers) if self._ws is not None else {}
+
+    async def _read(self) -> None:
+        """Parse every ForwardMsg into the inbox (so the server's send queue never backs up)."""
+        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+        try:
+            async for raw in self._ws:
+                msg = ForwardMsg()
+                msg.ParseFromString(raw)
+                self._inbox.put_nowait(msg)
+        except Exception as exc:  # noqa: BLE001 - a closed socket ends the session
+            self._inbox.put_nowait(exc)
+
+    async def close(self) -> None:
+        """Close the websocket."""
+        if self._ws is not None:
+            await self._ws.close()
+        if self._reader is not None:
+            await asyncio.gather(self._reader, return_exceptions=True)
+
+    async def rerun(self, *, page: str | None = None, query: str | None = None, states=(), auto=False) -> Run:
+        """Ask for a script run (a page, a query string, changed widgets) and collect it until it ends."""
+        from streamlit.proto.BackMsg_pb2 import BackMsg
+
+        if page is not None:
+            self.page, self.held = self.pages[page], {}
+        if query is not None:
+            self.query = query
+        for state in states:
+            if not state.HasField("trigger_value"):
+                self.held[state.id] = state
+        msg = BackMsg()
+        client = msg.rerun_script
+        client.query_string, client.page_script_hash = self.query, self.page
+        sent = {wid: s for wid, s in self.held.items() if wid in self.widgets}
+        sent.update({s.id: s for s in states})
+        client.widget_states.widgets.extend(sent.values())
+        if auto and self.fragment:
+            client.fragment_id, client.is_auto_rerun = self.fragment[0], True
+        start = time.perf_counter()
+        await self._ws.send(msg.SerializeToString())
+        run = await asyncio.wait_for(self._collect(start), RUN_TIMEOUT_S)
+        if not auto:
+            self.widgets = run.widgets
+        return run
+
+    async def _collect(self, start: float) -> Run:
+        """Read messages until the script run is over."""
+        run, tabs = Run(0.0), []
+        while True:
+            msg = await self._inbox.get()
+            if isinstance(msg, Exception):
+                raise ConnectionError(f"websocket closed: {msg}")
+            kind = msg.WhichOneof("type")
+            if kind == "delta":
+                _read_delta(msg, run, tabs)
+            elif kind == "navigation":
+                self.pages.update({p.page_name: p.page_script_hash for p in msg.navigation.app_pages})
+                self.page = msg.navigation.page_script_hash or self.page
+            elif kind == "page_info_changed":
+                self.query = msg.page_info_changed.query_string
+            elif kind == "auto_rerun":
+                self.fragment = (msg.auto_rerun.fragment_id, msg.auto_rerun.interval)
+            elif kind == "stop_auto_rerun":
+                self.fragment = None
+            elif kind == "script_finished" and msg.script_finished in DONE_STATES:
+                run.seconds = time.perf_counter() - start
+                return run
+
+
+# ---------------------------------------------------------------------------------------------
+# Students
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class StudentReport:
+    """What one simulated student did and saw."""
+
+    name: str
+    role: str  # "viewer" or "trainer"
+    server: str = ""  # the upstream that served the websocket (behind a proxy), else ""
+    timings: list[tuple[str, float]] = field(default_factory=list)  # (request kind, seconds)
+    errors: list[str] = field(default_factory=list)
+    busy: int = 0  # "the server is busy" answers to Start training
+    leaks: list[str] = field(default_factory=list)  # another student's model seen or opened
+    trained: str = ""  # the checkpoint this student saved
+
+
+@dataclass
+class Script:
+    """What every student shares: addresses, think time, the class's trained model names, a finish line."""
+
+    http_url: str
+    think_s: float
+    trainer_names: list[str]
+    trainers_done: asyncio.Event
+    headers: Callable[[int], dict[str, str]] = lambda i: {}
+    train_deadline_s: float = 900.0
+    trainers_left: int = 0
+
+    def trainer_finished(self) -> None:
+        """One trainer is done training (saved or given up); the last one opens the finish line."""
+        self.trainers_left -= 1
+        if self.trainers_left <= 0:
+            self.trainers_done.set()
+
+    @property
+    def ws_url(self) -> str:
+        """The websocket route of the app."""
+        return self.http_url.replace("http", "ws", 1) + "/_stcore/stream"
+
+
+async def request(session: Session, report: StudentReport, kind: str, **rerun) -> Run | None:
+    """One timed script run; its errors go into the report (None when it failed outright)."""
+    try:
+        run = await session.rerun(**rerun)
+    except Exception as exc:  # noqa: BLE001 - a timeout or a closed socket is an error of this request
+        report.errors.append(f"{kind}: {type(exc).__name__}: {str(exc)[:200]}")
+        return None
+    report.timings.append((kind, run.seconds))
+    report.errors += [f"{kind}: {e}" for e in run.errors() if "server is busy" not in e]
+    return run
+
+
+def check_picker(run: Run | None, report: StudentReport, own: str = "") -> None:
+    """Record a leak when the picker lists a trained model other than this student's own."""
+    if run is None:
+        return
+    others = [label for label in run.yours() if label != f"{own} (yours)"]
+    if others:
+        report.leaks.append(f"picker lists {others}")
+
+
+async def think(rng: random.Random, script: Script) -> None:
+    """A pause between two actions (uniform around the think time)."""
+    await asyncio.sleep(script.think_s * rng.uniform(0.5, 1.5))
+
+
+def own_sentence(i: int, toy: bool) -> str:
+    """A sentence only student i types (letters for a toy task, English otherwise)."""
+    rng = random.Random(1000 + i)
+    if toy:
+        return " ".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(4, 9)))
+    who = rng.choice(["A young girl", "Two men", "An old woman", "A small dog", "Three children", "A cook"])
+    does = rng.choice(["is walking", "are playing", "sits", "is running", "is reading", "waits"])
+    where = rng.choice(["on the beach", "in the park", "near a red car", "by the river", "in a kitchen"])
+    return f"{who} {does} {where} with student {i}."
+
+
+async def view(
+    session: Session, report: StudentReport, rng: random.Random, script: Script, i: int
+) -> Run | None:
+    """The viewing script: open, type two sentences, move layer and head, all heads, decoding comparison."""
+    run = await request(session, report, "open app", page=None, query="")
+    if run is None:
+        return None
+    check_picker(run, report, report.trained)
+    toy = TOY_TASK.search(run.text()) is not None
+    examples = run.options.get("Examples") or [own_sentence(0, toy)]
+    box = run.widgets.get("Sentence to translate")
+    if box is None:
+        report.errors.append("open app: no sentence box")
+        return None
+    for kind, sentence in [
+        ("type class example", rng.choice(examples[:3])),
+        ("type own sentence", own_sentence(i, toy)),
+    ]:
+        await think(rng, script)
+        run = await request(session, report, kind, states=[text_state(box, sentence)])
+        if run is not None and not all(f"`{w}`" in run.text() for w in sentence.split() if toy):
+            report.errors.append(f"{kind}: the pieces of {sentence!r} are not shown")
+    for kind, label in [("change layer", "Layer"), ("change head", "Head")]:
+        await think(rng, script)
+        if label in session.widgets:
+            await request(session, report, kind, states=[slider_state(session.widgets[label], 1)])
+    await think(rng, script)
+    if "All heads" in session.widgets:
+        await request(
+            session, report, "all heads", states=[text_state(session.widgets["All heads"], "All heads")]
+        )
+    await think(rng, script)
+    return await request(session, report, "decoding comparison", page="Decoding")
+
+
+async def train(
+    session: Session, report: StudentReport, rng: random.Random, script: Script, name: str
+) -> None:
+    """Train a toy model on the Train page (retrying while busy), then open it with the page's button."""
+    if await request(session, report, "open app", query="") is None:
+        return
+    run = await request(session, report, "open train page", page="Train")
+    if run is None or "Checkpoint name" not in run.widgets:
+        report.errors.append("open train page: no checkpoint name box")
+        return
+    await think(rng, script)
+    run = await request(
+        session, report, "set name", states=[text_state(run.widgets["Checkpoint name"], name)]
+    )
+    deadline = time.perf_counter() + script.train_deadline_s
+    while run is not None and time.perf_counter() < deadline and not SAVED.search(run.text()):
+        if session.fragment is None:  # not training: ask to start
+            await think(rng, script)
+            run = await request(
+                session, report, "start training", states=[click_state(run.widgets["Start training"])]
+            )
+            if run is not None and "server is busy" in run.text():
+                report.busy += 1
+                await asyncio.sleep(4 * script.think_s)
+            elif run is not None and session.fragment is None and not SAVED.search(run.text()):
+                report.errors.append("start training: neither started nor busy")
+                return
+            continue
+        await asyncio.sleep(session.fragment[1])
+        run = await request(session, report, "training progress", auto=True)
+    if run is None or not SAVED.search(run.text()):
+        report.errors.append(f"train: no saved checkpoint before the deadline ({report.busy} busy answers)")
+        return
+    report.trained = name
+    run = await request(session, report, "train page after the run")
+    button = (run.widgets if run is not None else {}).get("Open it on the Attention page")
+    if button is None:
+        report.errors.append("train page after the run: no button to open the model")
+        return
+    run = await request(session, report, "open own model", states=[click_state(button)])
+    if run is not None and (run.yours() != [f"{name} (yours)"] or "Toy task **copy**" not in run.text()):
+        report.errors.append(
+            f"open own model: picker {run.yours()}, model shown: {TOY_TASK.findall(run.text())}"
+        )
+    check_picker(run, report, name)
+
+
+async def try_another(report: StudentReport, script: Script, i: int) -> None:
+    """Once the trainers are done: a new tab whose URL names another student's model must not open it."""
+    others = [n for n in script.trainer_names if n != report.trained]
+    if not others:
+        return
+    await asyncio.wait_for(script.trainers_done.wait(), script.train_deadline_s + 300)
+    name = others[i % len(others)]
+    session = Session(script.ws_url, script.headers(i))
+    try:
+        await session.connect()
+        run = await request(
+            session, report, "url to another's model", query=f"checkpoint={quote('yours/' + name)}"
+        )
+        check_picker(run, report, "")
+        if run is not None and "Toy task **copy**" in run.text():
+            report.leaks.append(f"opened {name} through the URL")
+    finally:
+        await session.close()
+
+
+async def student(i: int, role: str, script: Script, start_after_s: float) -> StudentReport:
+    """One student from arrival to leaving: the viewing script, training for trainers, the isolation check."""
+    report = StudentReport(f"{role}-{i:03d}", role)
+    rng = random.Random(i)
+    await asyncio.sleep(start_after_s)
+    session = Session(script.ws_url, script.headers(i))
+    try:
+        await session.connect()
+        report.server = session.response_headers.get("x-visformer-upstream", "")
+        if role == "trainer":
+            try:
+                await train(session, report, rng, script, script.trainer_names[i])
+            finally:
+                script.trainer_finished()
+        await view(session, report, rng, script, i)
+        await try_another(report, script, i)
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a line of the report
+        report.errors.append(f"{type(exc).__name__}: {str(exc)[:200]}")
+    finally:
+        await session.close()
+    return report
+
+
+async def drive_class(script: Script, students: int, trainers: int, ramp_s: float) -> list[StudentReport]:
+    """All students at once: trainers first, viewers arriving over `ramp_s` seconds."""
+    script.trainers_done, script.trainers_left = asyncio.Event(), trainers
+    if not trainers:
+        script.trainers_done.set()
+    roles = ["trainer"] * trainers + ["viewer"] * (students - trainers)
+    return list(
+        await asyncio.gather(
+            *(student(i, role, script, ramp_s * i / max(students, 1)) for i, role in enumerate(roles))
+        )
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The server process: CPU, memory, threads
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One reading of a process: seconds since start, CPU seconds used, resident MiB, threads."""
+
+    t: float
+    cpu_s: float
+    rss_mib: float
+    threads: int
+
+
+def read_process(pid: int, t: float) -> Sample:
+    """CPU time, resident memory and thread count of a process, from /proc."""
+    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    status = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line
+    )
+    return Sample(t, (int(stat[11]) + int(stat[12])) / ticks, int(status["VmRSS"].split()[0]) / 1024,
+                  int(status["Threads"]))  # fmt: skip
+
+
+class Sampler:
+    """Reads a process every `every_s` seconds in a thread until stopped."""
+
+    def __init__(self, pid: int, every_s: float = 1.0) -> None:
+        self.pid, self.every_s = pid, every_s
+        self.samples: list[Sample] = []
+        self._stop = threading.Event()
+        self._start = time.perf_counter()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        """Sample until stopped or the process is gone."""
+        while True:
+            try:
+                self.samples.append(read_process(self.pid, time.perf_counter() - self._start))
+            except (OSError, KeyError, IndexError):
+                return
+            if self._stop.wait(self.every_s):
+                return
+
+
+def cpu_percent(samples: list[Sample]) -> tuple[float, float]:
+    """(mean, peak over ~5 s windows) CPU use in percent of one core."""
+    if len(samples) < 2:
+        return 0.0, 0.0
+    mean = 100 * (samples[-1].cpu_s - samples[0].cpu_s) / max(samples[-1].t - samples[0].t, 1e-9)
+    windows = [
+        100 * (b.cpu_s - a.cpu_s) / max(b.t - a.t, 1e-9) for a, b in zip(samples, samples[5:], strict=False)
+    ]
+    return mean, max(windows, default=mean)
+
+
+@dataclass(frozen=True)
+class SharedWork:
+    """One new sentence typed in two sessions in turn: server CPU seconds and response of each."""
+
+    first_cpu_s: float
+    first_s: float
+    second_cpu_s: float
+    second_s: float
+
+
+async def shared_work_probe(script: Script, pid: int, sentence: str) -> SharedWork:
+    """Type `sentence` (new to the server) in one session, then in another: is the work done twice?"""
+    measured = []
+    for i in range(2):
+        session = Session(script.ws_url, script.headers(i))
+        await session.connect()
+        try:
+            run = await session.rerun(query="")
+            before = read_process(pid, 0.0).cpu_s
+            run = await session.rerun(states=[text_state(run.widgets["Sentence to translate"], sentence)])
+            measured += [read_process(pid, 0.0).cpu_s - before, run.seconds]
+        finally:
+            await session.close()
+    return SharedWork(*measured)
+
+
+# ---------------------------------------------------------------------------------------------
+# A level: one server, N students
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class LevelReport:
+    """One load level."""
+
+    students: int
+    trainers: int
+    reports: list[StudentReport]
+    wall_s: float
+    samples: list[Sample]
+    client_cpu_s: float
+    shared: SharedWork | None = None
+
+    @property
+    def errors(self) -> list[str]:
+        """Every error, prefixed with its student."""
+        return [f"{r.name}: {e}" for r in self.reports for e in r.errors]
+
+    @property
+    def leaks(self) -> list[str]:
+        """Every leak, prefixed with its student."""
+        return [f"{r.name}: {e}" for r in self.reports for e in r.leaks]
+
+    def by_kind(self) -> dict[str, list[float]]:
+        """Response times per request kind."""
+        out: dict[str, list[float]] = {}
+        for r in self.reports:
+            for kind, seconds in r.timings:
+                out.setdefault(kind, []).append(seconds)
+        return out
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-quantile (0..1) by the nearest-rank method."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))] if ordered else 0.0
+
+
+def use_checkpoints(work: Path, source: Path | None) -> None:
+    """work/shipped: a link to `source`, or a tiny toy model when None; work/user starts empty."""
+    if source is None:
+        make_shipped_checkpoint(work / "shipped")
+    else:
+        (work / "shipped").symlink_to(source.resolve(), target_is_directory=True)
+    (work / "user").mkdir()
+
+
+def run_level(
+    students: int, trainers: int = 5, think_s: float = 3.0, train_steps: int = 300, checkpoints: Path | None = None,
+    ramp_s: float | None = None,
+) -> LevelReport:  # fmt: skip
+    """Start a hosted server, drive one class of students against it, stop it; the level's report."""
+    trainers = min(trainers, students)
+    with tempfile.TemporaryDirectory(prefix="visformer-class-") as tmp:
+        work = Path(tmp)
+        use_checkpoints(work, checkpoints)
+        port = free_port()
+        proc = start_server(work, port, train_steps)
+        url = f"http://127.0.0.1:{port}"
+        script = Script(url, think_s, [f"class-{i}" for i in range(trainers)], asyncio.Event())
+        client_start, start = time.process_time(), time.perf_counter()
+        try:
+            with Sampler(proc.pid) as sampler:
+                ramp = min(30.0, 0.3 * students) if ramp_s is None else ramp_s
+                reports = asyncio.run(drive_class(script, students, trainers, ramp))
+            probe = own_sentence(10_000 + students, checkpoints is None)
+            shared = asyncio.run(shared_work_probe(script, proc.pid, probe))
+        finally:
+            stop_server(proc)
+        return LevelReport(students, trainers, reports, time.perf_counter() - start, sampler.samples,
+                           time.process_time() - client_start, shared)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# Results
+# ---------------------------------------------------------------------------------------------
+
+
+def level_row(level: LevelReport) -> str:
+    """One row of the summary table."""
+    requests = [t for ts in level.by_kind().values() for t in ts]
+    viewing = [t for k, ts in level.by_kind().items() if k in VIEWING for t in ts]
+    mean, peak = cpu_percent(level.samples)
+    rss = [s.rss_mib for s in level.samples] or [0.0]
+    threads = [s.threads for s in level.samples] or [0]
+    busy = sum(r.busy for r in level.reports)
+    saved = sum(bool(r.trained) for r in level.reports)
+    return (
+        f"| {level.students} | {len(requests)} | {len(level.errors)} | {len(level.leaks)} | "
+        f"{percentile(viewing, 0.5):.2f} / {percentile(viewing, 0.95):.2f} / {max(viewing, default=0):.2f} s | "
+        f"{saved}/{level.trainers} ({busy} busy) | {mean:.0f} % / {peak:.0f} % | {rss[0]:.0f} → {max(rss):.0f} MiB | "
+        f"{max(threads)} | {level.client_cpu_s:.0f} s | {level.wall_s:.0f} s |"
+    )
+
+
+def kind_rows(level: LevelReport) -> list[str]:
+    """Per request kind: count, p50, p95, max."""
+    return [
+        f"| {level.students} | {kind} | {len(ts)} | {percentile(ts, 0.5):.2f} s | {percentile(ts, 0.95):.2f} s | "
+        f"{max(ts):.2f} s |"
+        for kind, ts in level.by_kind().items()
+    ]
+
+
+def section(levels: list[LevelReport], think_s: float, train_steps: int, note: str = "") -> str:
+    """The 'Class load' section of RESULTS.md."""
+    from bench.common import machine_info
+
+    info = machine_info()
+    lines = [
+        f"## {TITLE}",
+        "",
+        f"`python -m bench.bench_class --students {' '.join(str(lv.students) for lv in levels)}` ({info['date']}): "
+        "one `streamlit run app.py` in hosted mode on 127.0.0.1 per level, the shipped checkpoints, students "
+        "simulated at the protocol level (websocket + BackMsg/ForwardMsg protobufs, no browser). Each student: "
+        f"open the app, type a class example and a sentence of their own, move Layer and Head, open All heads, "
+        f"run the Decoding comparison, with {think_s:g} s ± 50 % think time between actions; students arrive "
+        f"over min(30 s, 0.3 s × students). {levels[0].trainers} of them first train a toy copy-task model on "
+        f"the Train page (hosted cap: 2 runs at once, {train_steps} steps each; a busy answer is retried), "
+        "then every student tries a URL naming each trainer's model. Machine: "
+        f"{info['cpu']}, {info['logical cpus']} logical CPUs (load average {info['load average (1/5/15 min)']})."
+        + (f" {note}" if note else ""),
+        "",
+        "| students | requests | errors | leaks | viewing p50 / p95 / max | trained (busy answers) | "
+        "server CPU mean / peak 5 s | server RSS start → peak | threads peak | client CPU | wall |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+        *(level_row(lv) for lv in levels),
+        "",
+        "| students | request | count | p50 | p95 | max |",
+        "|---|---|---|---|---|---|",
+        *(row for lv in levels for row in kind_rows(lv)),
+        "",
+        "Shared work (after each level, on the idle server: one new sentence typed in a session, then the same "
+        "sentence in another session; server CPU seconds and response of each): "
+        + "; ".join(
+            f"{lv.students} students: first {lv.shared.first_cpu_s:.2f} CPU s / {lv.shared.first_s:.2f} s, "
+            f"second {lv.shared.second_cpu_s:.2f} CPU s / {lv.shared.second_s:.2f} s"
+            for lv in levels
+            if lv.shared
+        ),
+        "",
+        "- A response is timed from sending the BackMsg until `script_finished` arrives; viewing = open app, "
+        "typing, sliders, All heads. CPU is % of one core (100 % = one core busy).",
+        "- Leaks: a trained model of another student in a picker, or opened through `?checkpoint=yours/<name>`.",
+    ]
+    errors = [e for lv in levels for e in (lv.errors + lv.leaks)]
+    lines += [f"- error: {e}" for e in errors[:10]]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the levels, print the section and write it into RESULTS.md."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--students", type=int, nargs="+", default=[10, 25, 50, 100])
+    parser.add_argument("--trainers", type=int, default=5, help="students who also train (default 5)")
+    parser.add_argument("--think", type=float, default=3.0, help="mean think time in seconds (default 3)")
+    parser.add_argument("--train-steps", type=int, default=300, help="hosted max steps per run (default 300)")
+    parser.add_argument("--note", default="", help="a sentence added to the section (e.g. other load)")
+    parser.add_argument("--no-write", action="store_true", help="print only; leave RESULTS.md alone")
+    args = parser.parse_args(argv)
+    levels = []
+    for n in args.students:
+        level = run_level(n, args.trainers, args.think, args.train_steps, REPO / "checkpoints")
+        print(level_row(level), *level.errors[:5], *level.leaks[:5], sep="\n", flush=True)
+        levels.append(level)
+    markdown = section(levels, args.think, args.train_steps, args.note)
+    print(markdown)
+    if not args.no_write:
+        write_section(markdown, title=TITLE)
+    return 0 if not any(lv.errors or lv.leaks for lv in levels) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,108 @@
+"""Soak: one hosted server under waves of students for a long while; memory and threads over time.
+
+`python -m bench.bench_soak [--minutes 30] [--students 10] [--trainers 2]` starts `streamlit run app.py` in
+hosted mode with the shipped checkpoints and drives wave after wave of simulated students (bench.bench_class:
+each wave connects, follows the class script, trains, and disconnects). The server's resident memory, thread
+count and CPU are sampled every 5 s; the "Soak" section of bench/RESULTS.md gets one row per interval.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # `python bench/bench_soak.py`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.bench_class import REPO, Sample, Sampler, Script, cpu_percent, drive_class, use_checkpoints
+from bench.bench_load import free_port, start_server, stop_server, write_section
+
+TITLE = "Soak"
+
+
+def soak(
+    minutes: float, students: int, trainers: int, think_s: float, train_steps: int
+) -> tuple[list[Sample], int, list[str]]:
+    """(samples, waves, errors) of waves of students against one server for `minutes`."""
+    with tempfile.TemporaryDirectory(prefix="visformer-soak-") as tmp:
+        work = Path(tmp)
+        use_checkpoints(work, REPO / "checkpoints")
+        port = free_port()
+        proc = start_server(work, port, train_steps)
+        script = Script(f"http://127.0.0.1:{port}", think_s, [], asyncio.Event())
+        waves, errors = 0, []
+        try:
+            with Sampler(proc.pid, every_s=5.0) as sampler:
+                end = time.perf_counter() + 60 * minutes
+                while time.perf_counter() < end:
+                    script.trainer_names = [f"soak-{waves}-{i}" for i in range(trainers)]
+                    reports = asyncio.run(drive_class(script, students, trainers, ramp_s=5.0))
+                    errors += [f"wave {waves} {r.name}: {e}" for r in reports for e in r.errors + r.leaks]
+                    waves += 1
+        finally:
+            stop_server(proc)
+        return sampler.samples, waves, errors
+
+
+def curve_rows(samples: list[Sample], every_s: float) -> list[str]:
+    """One table row per `every_s` seconds: time, RSS, threads, CPU since the previous row."""
+    rows, last = [], None
+    for sample in samples:
+        if last is None or sample.t - last.t >= every_s or sample is samples[-1]:
+            cpu = cpu_percent([last, sample])[0] if last else 0.0
+            rows.append(f"| {sample.t / 60:.1f} | {sample.rss_mib:.0f} | {sample.threads} | {cpu:.0f} % |")
+            last = sample
+    return rows
+
+
+def section(samples: list[Sample], waves: int, errors: list[str], minutes: float, students: int, trainers: int,
+            note: str) -> str:  # fmt: skip
+    """The 'Soak' section of RESULTS.md."""
+    from bench.common import machine_info
+
+    info = machine_info()
+    first = next((s for s in samples if s.t >= 60), samples[0])  # after the first minute (models loaded)
+    lines = [
+        f"## {TITLE}",
+        "",
+        f"`python -m bench.bench_soak --minutes {minutes:g} --students {students} --trainers {trainers}` "
+        f"({info['date']}): one hosted server, {waves} waves of {students} simulated students (the Class load "
+        f"script; {trainers} of each wave train) one after another, each wave connecting and leaving. "
+        f"{len(errors)} errors. Server resident memory after the first minute {first.rss_mib:.0f} MiB, at the end "
+        f"{samples[-1].rss_mib:.0f} MiB (peak {max(s.rss_mib for s in samples):.0f}); threads after the first "
+        f"minute {first.threads}, at the end {samples[-1].threads} (peak {max(s.threads for s in samples)}). "
+        f"Machine: {info['cpu']}, {info['logical cpus']} logical CPUs." + (f" {note}" if note else ""),
+        "",
+        "| minute | RSS MiB | threads | server CPU |",
+        "|---|---|---|---|",
+        *curve_rows(samples, max(60.0, 60 * minutes / 30)),
+    ]
+    lines += [f"- error: {e}" for e in errors[:10]]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the soak, print the section and write it into RESULTS.md."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=30.0)
+    parser.add_argument("--students", type=int, default=10, help="students per wave (default 10)")
+    parser.add_argument("--trainers", type=int, default=2, help="trainers per wave (default 2)")
+    parser.add_argument("--think", type=float, default=2.0, help="mean think time in seconds (default 2)")
+    parser.add_argument("--train-steps", type=int, default=100, help="hosted max steps per run (default 100)")
+    parser.add_argument("--note", default="", help="a sentence added to the section (e.g. other load)")
+    parser.add_argument("--no-write", action="store_true", help="print only; leave RESULTS.md alone")
+    args = parser.parse_args(argv)
+    samples, waves, errors = soak(args.minutes, args.students, args.trainers, args.think, args.train_steps)
+    markdown = section(samples, waves, errors, args.minutes, args.students, args.trainers, args.note)
+    print(markdown)
+    if not args.no_write:
+        write_section(markdown, title=TITLE)
+    return 0 if not errors else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
