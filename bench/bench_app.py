@@ -242,10 +242,10 @@ def measure_interactions(sentences: list[str]) -> dict[str, list[float]]:
         at.session_state["tab"] = "One head"
         at.text_input(key="sentence").input(sentence)
         record("translate a new sentence (translation, one head + layer mean)", _timed(at))
-        layer, head = at.slider(key="layer"), at.slider(key="head")
-        layer.set_value(_next_index(layer.max + 1, layer.value))
+        layer, head = at.select_slider(key="layer"), at.select_slider(key="head")
+        layer.set_value(_next_index(len(layer.options), layer.value))
         record("change layer", _timed(at))
-        head.set_value(_next_index(head.max + 1, head.value))
+        head.set_value(_next_index(len(head.options), head.value))
         record("change head", _timed(at))
         at.session_state["tab"] = "All heads"
         record("open 'All heads' (every head of every layer)", _timed(at))

@@ -24,7 +24,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import quote
 
@@ -89,6 +89,23 @@ def slider_state(widget_id: str, value: float):
     return state
 
 
+def select_slider_state(widget_id: str, option: str):
+    """A single-value select slider's state (the option as shown: Streamlit sends the formatted text)."""
+    from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+    state = WidgetState(id=widget_id)
+    state.string_array_value.data.append(option)
+    return state
+
+
+def pick_state(session: Session, label: str, index: int):
+    """The state that moves the slider or select slider `label` of the last run to position `index`."""
+    options = session.options.get(label)
+    if options:
+        return select_slider_state(session.widgets[label], options[min(index, len(options) - 1)])
+    return slider_state(session.widgets[label], index)
+
+
 def click_state(widget_id: str):
     """A button click (a trigger: sent once)."""
     from streamlit.proto.WidgetStates_pb2 import WidgetState
@@ -120,7 +137,9 @@ def _read_delta(msg, run: Run, tabs: list[str]) -> None:
         run.exceptions.append(f"{element.type}: {element.message}")
     if getattr(element, "id", "") and getattr(element, "label", ""):
         run.widgets[element.label] = element.id
-    if kind == "selectbox":
+    if kind == "selectbox" or (
+        kind == "slider" and element.options
+    ):  # a select slider: a slider with options
         run.options[element.label] = list(element.options)
     elif kind == "button_group":
         run.options[element.label] = [o.content for o in element.options]
@@ -135,6 +154,7 @@ class Session:
         self.page = ""  # the current page's hash
         self.query = ""
         self.widgets: dict[str, str] = {}  # the last run's widgets
+        self.options: dict[str, list[str]] = {}  # the last run's options (selectbox, pills, select slider)
         self.held: dict[str, object] = {}  # widget id -> the value state this tab keeps sending
         self.fragment: tuple[str, float] | None = None  # (fragment id, seconds) of an auto-rerunning fragment
         self._ws = None
@@ -198,7 +218,7 @@ class Session:
         await self._ws.send(msg.SerializeToString())
         run = await asyncio.wait_for(self._collect(start), RUN_TIMEOUT_S)
         if not auto:
-            self.widgets = run.widgets
+            self.widgets, self.options = run.widgets, run.options
         return run
 
     async def _collect(self, start: float) -> Run:
@@ -330,7 +350,7 @@ async def view(
     for kind, label in [("change layer", "Layer"), ("change head", "Head")]:
         await think(rng, script)
         if label in session.widgets:
-            await request(session, report, kind, states=[slider_state(session.widgets[label], 1)])
+            await request(session, report, kind, states=[pick_state(session, label, 1)])
     await think(rng, script)
     if "All heads" in session.widgets:
         await request(
@@ -450,12 +470,14 @@ async def drive_class(script: Script, students: int, trainers: int, ramp_s: floa
 
 @dataclass(frozen=True)
 class Sample:
-    """One reading of a process: seconds since start, CPU seconds used, resident MiB, threads."""
+    """One reading of a process: seconds since start, CPU seconds used, resident MiB, threads (and more)."""
 
     t: float
     cpu_s: float
     rss_mib: float
     threads: int
+    load: float = 0.0  # the machine's 1-minute load average
+    held: tuple[int, ...] = ()  # what the server reports it holds (bench_soak: jobs, sessions), if it does
 
 
 def read_process(pid: int, t: float) -> Sample:
@@ -470,10 +492,10 @@ def read_process(pid: int, t: float) -> Sample:
 
 
 class Sampler:
-    """Reads a process every `every_s` seconds in a thread until stopped."""
+    """Reads a process (and the numbers it writes to `probe`, if given) every `every_s` seconds until stopped."""
 
-    def __init__(self, pid: int, every_s: float = 1.0) -> None:
-        self.pid, self.every_s = pid, every_s
+    def __init__(self, pid: int, every_s: float = 1.0, probe: Path | None = None) -> None:
+        self.pid, self.every_s, self.probe = pid, every_s, probe
         self.samples: list[Sample] = []
         self._stop = threading.Event()
         self._start = time.perf_counter()
@@ -491,11 +513,19 @@ class Sampler:
         """Sample until stopped or the process is gone."""
         while True:
             try:
-                self.samples.append(read_process(self.pid, time.perf_counter() - self._start))
+                sample = read_process(self.pid, time.perf_counter() - self._start)
             except (OSError, KeyError, IndexError):
                 return
+            self.samples.append(replace(sample, load=os.getloadavg()[0], held=self._held()))
             if self._stop.wait(self.every_s):
                 return
+
+    def _held(self) -> tuple[int, ...]:
+        """The integers the probe file holds now (empty without a probe or while it is being written)."""
+        try:
+            return tuple(int(n) for n in self.probe.read_text().split()) if self.probe else ()
+        except (OSError, ValueError):
+            return ()
 
 
 def cpu_percent(samples: list[Sample]) -> tuple[float, float]:
@@ -622,6 +652,7 @@ def level_row(level: LevelReport) -> str:
     requests = [t for ts in level.by_kind().values() for t in ts]
     viewing = [t for k, ts in level.by_kind().items() if k in VIEWING for t in ts]
     mean, peak = cpu_percent(level.samples)
+    cpu_total = level.samples[-1].cpu_s - level.samples[0].cpu_s if level.samples else 0.0
     rss = [s.rss_mib for s in level.samples] or [0.0]
     threads = [s.threads for s in level.samples] or [0]
     busy = sum(r.busy for r in level.reports)
@@ -629,7 +660,7 @@ def level_row(level: LevelReport) -> str:
     return (
         f"| {level.students} | {len(requests)} | {len(level.errors)} | {len(level.leaks)} | "
         f"{percentile(viewing, 0.5):.2f} / {percentile(viewing, 0.95):.2f} / {max(viewing, default=0):.2f} s | "
-        f"{saved}/{level.trainers} ({busy} busy) | {mean:.0f} % / {peak:.0f} % | {rss[0]:.0f} → {max(rss):.0f} MiB | "
+        f"{saved}/{level.trainers} ({busy} busy) | {cpu_total:.0f} s | {mean:.0f} % / {peak:.0f} % | {rss[0]:.0f} → {max(rss):.0f} MiB | "
         f"{max(threads)} | {level.client_cpu_s:.0f} s | {level.wall_s:.0f} s |"
     )
 
@@ -663,8 +694,8 @@ def section(levels: list[LevelReport], think_s: float, train_steps: int, note: s
         + (f" {note}" if note else ""),
         "",
         "| students | requests | errors | leaks | viewing p50 / p95 / max | trained (busy answers) | "
-        "server CPU mean / peak 5 s | server RSS start → peak | threads peak | client CPU | wall |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "server CPU total | server CPU mean / peak 5 s | server RSS start → peak | threads peak | client CPU | wall |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
         *(level_row(lv) for lv in levels),
         "",
         "| students | request | count | p50 | p95 | max |",
@@ -681,7 +712,9 @@ def section(levels: list[LevelReport], think_s: float, train_steps: int, note: s
         ),
         "",
         "- A response is timed from sending the BackMsg until `script_finished` arrives; viewing = open app, "
-        "typing, sliders, All heads. CPU is % of one core (100 % = one core busy).",
+        "typing, sliders, All heads. CPU is % of one core (100 % = one core busy); server CPU total (CPU seconds "
+        "the server used for the level, its training runs included) depends little on what else shares the cores, "
+        "response times depend on it a lot.",
         "- Leaks: a trained model of another student in a picker, or opened through `?checkpoint=yours/<name>`.",
     ]
     errors = [e for lv in levels for e in (lv.errors + lv.leaks)]

@@ -213,7 +213,7 @@ async def viewer(
 
         async def open_first() -> None:
             await page.goto(f"{base}/?sentence={quote(first)}", timeout=WAIT_MS)
-            await page.get_by_text("→", exact=False).first.wait_for(timeout=WAIT_MS)
+            await page.get_by_text("→", exact=False).filter(visible=True).first.wait_for(timeout=WAIT_MS)
             await page.locator('[data-testid="stPlotlyChart"]').first.wait_for(timeout=WAIT_MS)
             await settle(page)
 
@@ -272,7 +272,7 @@ async def trainer(browser, base: str, i: int, names: list[str], saved: asyncio.E
 
         async def open_train() -> None:
             await page.goto(f"{base}/train", timeout=WAIT_MS)
-            await page.get_by_role("button", name="Start training").wait_for(timeout=WAIT_MS)
+            await page.get_by_role("button", name="Start training", exact=True).wait_for(timeout=WAIT_MS)
             await settle(page)
 
         await timed(report, "open train page", open_train())
@@ -282,7 +282,7 @@ async def trainer(browser, base: str, i: int, names: list[str], saved: asyncio.E
         await settle(page)
 
         async def train() -> None:
-            await page.get_by_role("button", name="Start training").click()
+            await page.get_by_role("button", name="Start training", exact=True).click()
             await page.get_by_text(SAVED).first.wait_for(timeout=WAIT_MS)
             await settle(page)
 
@@ -298,7 +298,7 @@ async def trainer(browser, base: str, i: int, names: list[str], saved: asyncio.E
 
         async def open_own() -> None:
             await page.get_by_role("button", name="Open it on the Attention page").click()
-            await page.get_by_text("Toy task copy").first.wait_for(timeout=WAIT_MS)
+            await page.get_by_text("Toy task copy").filter(visible=True).first.wait_for(timeout=WAIT_MS)
             await page.locator('[data-testid="stPlotlyChart"]').first.wait_for(timeout=WAIT_MS)
             await settle(page)
 

@@ -3,15 +3,19 @@
 `python -m bench.bench_soak [--minutes 30] [--students 10] [--trainers 2]` starts `streamlit run app.py` in
 hosted mode with the shipped checkpoints and drives wave after wave of simulated students (bench.bench_class:
 each wave connects, follows the class script, trains, and disconnects). The server's resident memory, thread
-count and CPU are sampled every 5 s; the "Soak" section of bench/RESULTS.md gets one row per interval.
+count and CPU are sampled every 5 s, with what the server holds (the job registry's jobs and Streamlit's
+sessions, which the server writes to a probe file: `--serve` runs streamlit in this module's process for that);
+the "Soak" section of bench/RESULTS.md gets one row per interval.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -19,9 +23,43 @@ if __package__ in (None, ""):  # `python bench/bench_soak.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_class import REPO, Sample, Sampler, Script, cpu_percent, drive_class, use_checkpoints
-from bench.bench_load import free_port, start_server, stop_server, write_section
+from bench.bench_load import free_port, server_env, stop_server, write_section
+from deploy.launch import serve, start_app, streamlit_args
 
 TITLE = "Soak"
+
+
+def serve_probed(probe: Path, args: list[str]) -> None:
+    """deploy.launch.serve(ARGS) in this process, writing "jobs sessions" (held now) to `probe` every second."""
+
+    def report() -> None:
+        from streamlit.runtime import Runtime
+
+        from visformer.classroom.jobs import REGISTRY
+
+        while True:
+            time.sleep(1.0)
+            sessions = Runtime.instance()._session_mgr.num_sessions() if Runtime.exists() else 0
+            partial = probe.with_suffix(".partial")
+            partial.write_text(f"{len(REGISTRY)} {sessions}\n")
+            partial.replace(probe)  # the reader never sees a half-written file
+
+    threading.Thread(target=report, daemon=True, name="soak-probe").start()
+    serve(args)
+
+
+def start_probed_server(work: Path, port: int, train_steps: int) -> subprocess.Popen:
+    """The hosted app (as bench_load.start_server) run through `serve_probed`, its probe file at work/probe."""
+    command = [
+        sys.executable,
+        "-m",
+        "bench.bench_soak",
+        "--serve",
+        str(work / "probe"),
+        "--",
+        *streamlit_args(port),
+    ]
+    return start_app(port, server_env(work, train_steps), work / "server.log", command)
 
 
 def soak(
@@ -32,11 +70,11 @@ def soak(
         work = Path(tmp)
         use_checkpoints(work, REPO / "checkpoints")
         port = free_port()
-        proc = start_server(work, port, train_steps)
+        proc = start_probed_server(work, port, train_steps)
         script = Script(f"http://127.0.0.1:{port}", think_s, [], asyncio.Event())
         waves, errors = 0, []
         try:
-            with Sampler(proc.pid, every_s=5.0) as sampler:
+            with Sampler(proc.pid, every_s=5.0, probe=work / "probe") as sampler:
                 end = time.perf_counter() + 60 * minutes
                 while time.perf_counter() < end:
                     script.trainer_names = [f"soak-{waves}-{i}" for i in range(trainers)]
@@ -49,12 +87,16 @@ def soak(
 
 
 def curve_rows(samples: list[Sample], every_s: float) -> list[str]:
-    """One table row per `every_s` seconds: time, RSS, threads, CPU since the previous row."""
+    """One table row per `every_s` seconds: time, RSS, threads, jobs and sessions held, CPU, load average."""
     rows, last = [], None
     for sample in samples:
         if last is None or sample.t - last.t >= every_s or sample is samples[-1]:
             cpu = cpu_percent([last, sample])[0] if last else 0.0
-            rows.append(f"| {sample.t / 60:.1f} | {sample.rss_mib:.0f} | {sample.threads} | {cpu:.0f} % |")
+            jobs, sessions = sample.held if len(sample.held) == 2 else ("?", "?")
+            rows.append(
+                f"| {sample.t / 60:.1f} | {sample.rss_mib:.0f} | {sample.threads} | {jobs} | {sessions} | "
+                f"{cpu:.0f} % | {sample.load:.2f} |"
+            )
             last = sample
     return rows
 
@@ -75,10 +117,11 @@ def section(samples: list[Sample], waves: int, errors: list[str], minutes: float
         f"{len(errors)} errors. Server resident memory after the first minute {first.rss_mib:.0f} MiB, at the end "
         f"{samples[-1].rss_mib:.0f} MiB (peak {max(s.rss_mib for s in samples):.0f}); threads after the first "
         f"minute {first.threads}, at the end {samples[-1].threads} (peak {max(s.threads for s in samples)}). "
-        f"Machine: {info['cpu']}, {info['logical cpus']} logical CPUs." + (f" {note}" if note else ""),
+        f"Machine: {info['cpu']}, {info['logical cpus']} logical CPUs (load average at the end "
+        f"{info['load average (1/5/15 min)']})." + (f" {note}" if note else ""),
         "",
-        "| minute | RSS MiB | threads | server CPU |",
-        "|---|---|---|---|",
+        "| minute | RSS MiB | threads | jobs held | sessions held | server CPU | load average (1 min) |",
+        "|---|---|---|---|---|---|---|",
         *curve_rows(samples, max(60.0, 60 * minutes / 30)),
     ]
     lines += [f"- error: {e}" for e in errors[:10]]
@@ -87,6 +130,9 @@ def section(samples: list[Sample], waves: int, errors: list[str], minutes: float
 
 def main(argv: list[str] | None = None) -> int:
     """Run the soak, print the section and write it into RESULTS.md."""
+    if argv is None and sys.argv[1:2] == ["--serve"]:  # the server side: `--serve PROBE -- STREAMLIT ARGS`
+        serve_probed(Path(sys.argv[2]), sys.argv[4:])
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--students", type=int, default=10, help="students per wave (default 10)")

@@ -1,10 +1,13 @@
-"""Serve a class from several app processes behind nginx: `python -m deploy.launch --processes 4 --port 8080`.
+"""Serve a class from several app processes behind nginx: `python -m deploy.launch --processes 4 --listen 0.0.0.0:8080`.
 
 Starts N `streamlit run app.py` processes in hosted mode on 127.0.0.1:BASE … BASE+N-1, all reading one
 checkpoints folder and writing one user_checkpoints folder (VISFORMER_CHECKPOINTS, VISFORMER_USER_CHECKPOINTS),
-fills deploy/nginx.conf's upstream with them and runs nginx in the foreground on --port with sticky sessions.
+fills deploy/nginx.conf's upstream with them and runs nginx in the foreground on --listen with sticky sessions.
 Ctrl-C (or SIGTERM) stops nginx and every app process. Each process keeps its own caches, its own loaded models
 and its own cap on training runs (VISFORMER_MAX_CONCURRENT_RUNS per process).
+
+`python -m deploy.launch --serve -- run app.py [streamlit options]` is one app process as the launcher starts it:
+torch, plotly and the package imported before the server answers, then `streamlit` in the same process.
 """
 
 from __future__ import annotations
@@ -25,13 +28,46 @@ NGINX_TEMPLATE = Path(__file__).resolve().parent / "nginx.conf"
 NGINX = "/usr/sbin/nginx"
 
 
-def app_command(port: int, address: str = "127.0.0.1") -> list[str]:
-    """`streamlit run app.py` headless on address:port, without file watching."""
+# Imported before the server answers, so that the first students of a class do not wait for torch & co.
+PRELOAD = (
+    "torch", "pandas", "plotly.graph_objects", "plotly.subplots", "visformer.checkpoint", "visformer.decoding",
+    "visformer.explain.analysis", "visformer.explain.attention", "visformer.explain.decoding",
+    "visformer.explain.views", "visformer.classroom.catalogue",
+)  # fmt: skip
+
+
+def streamlit_args(port: int, address: str = "127.0.0.1") -> list[str]:
+    """`streamlit` arguments: run app.py headless on address:port, no file watching, no full GC after each run.
+
+    Streamlit's default `runner.postScriptGC` runs `gc.collect(2)` after each script run, holding the GIL for
+    ~0.14 CPU s with the models and figures in memory: half the server's CPU under a class (bench/RESULTS.md,
+    "Class load"), while reference counting frees what a run leaves and Python's own GC still collects cycles.
+    """
     return [
-        sys.executable, "-m", "streamlit", "run", str(REPO / "app.py"), "--server.address", address,
-        "--server.port", str(port), "--server.headless", "true", "--server.fileWatcherType", "none",
-        "--server.runOnSave", "false", "--browser.gatherUsageStats", "false",
+        "run", str(REPO / "app.py"), "--server.address", address, "--server.port", str(port),
+        "--server.headless", "true", "--server.fileWatcherType", "none", "--server.runOnSave", "false",
+        "--browser.gatherUsageStats", "false", "--runner.postScriptGC", "false",
     ]  # fmt: skip
+
+
+def app_command(port: int, address: str = "127.0.0.1") -> list[str]:
+    """One app process: `serve` (preload, then streamlit) with `streamlit_args`."""
+    return [sys.executable, "-m", "deploy.launch", "--serve", "--", *streamlit_args(port, address)]
+
+
+def serve(args: list[str]) -> None:
+    """Import PRELOAD, then run `streamlit ARGS` in this process (a module that fails to import is skipped)."""
+    import importlib
+
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:  # a warm-up only: the app reports its own import errors
+            print(f"visformer: not preloaded: {name}: {exc}", file=sys.stderr, flush=True)
+    from streamlit.web import cli
+
+    sys.argv = ["streamlit", *args]
+    cli.main(prog_name="streamlit")
 
 
 def healthy(url: str) -> bool:
@@ -43,10 +79,14 @@ def healthy(url: str) -> bool:
         return False
 
 
-def start_app(port: int, env: dict[str, str], log: Path) -> subprocess.Popen:
-    """Start one app process and return once /_stcore/health answers (RuntimeError if it exits or hangs)."""
+def start_app(
+    port: int, env: dict[str, str], log: Path, command: list[str] | None = None
+) -> subprocess.Popen:
+    """Start one app process (default `app_command(port)`); return once /_stcore/health answers."""
     with open(log, "wb") as out:
-        proc = subprocess.Popen(app_command(port), cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            command or app_command(port), cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT
+        )
     for _ in range(600):
         if proc.poll() is not None:
             raise RuntimeError(f"streamlit exited early: {log.read_text(errors='replace')[-2000:]}")
@@ -101,6 +141,9 @@ def hosted_env(checkpoints: Path, user_checkpoints: Path) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     """Start the app processes and nginx; wait until interrupted, then stop them all."""
+    if argv is None and sys.argv[1:2] == ["--serve"]:  # one app process: `--serve -- STREAMLIT ARGS`
+        serve(sys.argv[3:])
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--processes", type=int, default=os.cpu_count() or 2, help="app processes (one per core)"

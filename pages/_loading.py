@@ -5,21 +5,27 @@ Not a page. Keys: checkpoint path + modification stamp, sentence, parameters.
 
 from __future__ import annotations
 
+import math
+import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import streamlit as st
 import torch
 
-from pages._state import session_id
+from pages import _state as session
+from pages._state import capitalised, session_id, tr
+from visformer import i18n
 from visformer.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from visformer.classroom import catalogue
 from visformer.classroom.hosting import HostedLimits, load_limits, user_checkpoint_root
-from visformer.classroom.inputs import clean_sentence, fit_to_model
+from visformer.classroom.inputs import InputError, clean_sentence, fit_to_model
+from visformer.data import token_room
 from visformer.explain import analysis as an
 from visformer.explain import kinds
 from visformer.explain import views as sup
-from visformer.explain.examples import example_sentences
+from visformer.explain.examples import SCRIPT_LANGS, example_sentences, script_mismatch
 from visformer.model import HeadMask
 from visformer.utils import resolve_device
 
@@ -49,16 +55,73 @@ def current_choice() -> catalogue.CheckpointChoice | None:
 
 
 def fitted_sentence(ck: Checkpoint, text: str) -> str:
-    """The sentence cleaned and cut to fit the model, saying on the page what changed; ValueError if unusable."""
+    """The sentence cleaned and cut to fit the model, saying on the page what changed; ValueError if unusable.
+
+    Also says when the sentence is written in another script than the model reads, with a button to switch.
+    """
     bounds = limits()
-    cleaned = clean_sentence(text, bounds)
+    if not " ".join(str(text or "").split()):
+        raise InputError(tr("frame.empty"))
+    try:
+        whole = clean_sentence(text, replace(bounds, max_sentence_chars=sys.maxsize))  # only cleaned, not cut
+    except InputError as exc:
+        raise InputError(capitalised(str(exc))) from exc
+    if whole.changed:
+        st.info(tr("frame.controls"))
+    if len(whole.text) > bounds.max_sentence_chars:
+        st.info(tr("frame.cut_chars", limit=bounds.max_sentence_chars, n=len(whole.text)))
+    cleaned = clean_sentence(whole.text, bounds)
     fitted = fit_to_model(cleaned.text, ck.src_tokenizer, ck.model_config.max_len, bounds)
-    for note in (*cleaned.notes, *fitted.notes):
-        st.info(f"Your sentence was changed: {note}.")
+    if fitted.changed:
+        room = min(token_room(ck.model_config.max_len), bounds.max_sentence_tokens or math.inf)
+        total = len(cleaned.text.split(" "))
+        st.info(tr("frame.cut_words", kept=len(fitted.text.split(" ")), total=total, room=room))
+    script_notice(fitted.text)
     return fitted.text
 
 
-@st.cache_resource(max_entries=4, show_spinner="Loading the checkpoint…")
+def label(choice: catalogue.CheckpointChoice) -> str:
+    """A checkpoint's name in the picker and in messages, in the interface language."""
+    return choice.key if choice.shipped else tr("frame.yours", name=choice.key[len(catalogue.USER_PREFIX) :])
+
+
+def language_name(code: str | None) -> str:
+    """A language code in words, in the interface language ('ko' -> 'Korean' / '한국어')."""
+    key = f"frame.lang.{code}"
+    return tr(key) if code and i18n.has(key) else str(code or "?")
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def model_card(path: str, stamp: float, key: str) -> catalogue.ModelCard:
+    """The model card of a checkpoint folder (card.json and config.json's info)."""
+    return catalogue.model_card(Path(path), key)
+
+
+def card_of(choice: catalogue.CheckpointChoice) -> catalogue.ModelCard:
+    """The model card of a picked checkpoint."""
+    return model_card(str(choice.path), catalogue.checkpoint_stamp(choice.path), choice.key)
+
+
+def script_notice(text: str) -> None:
+    """A warning when the sentence's script is not the model's source language, and a button to switch model."""
+    choice = current_choice()
+    if choice is None:
+        return
+    card = card_of(choice)
+    script = script_mismatch(text, card.src_lang)
+    if script is None:
+        return
+    st.warning(tr(f"frame.script.{script}", model=label(choice), lang=language_name(card.src_lang)))
+    other = catalogue.choice_for_language(choices(), SCRIPT_LANGS[script])
+    if other is not None:
+        theirs = card_of(other)
+        text = tr("frame.script.switch", model=label(other), src=language_name(theirs.src_lang),
+                  tgt=language_name(theirs.tgt_lang))  # fmt: skip
+        st.button(text, key="frame_switch_model", icon=":material/swap_horiz:",
+                  on_click=session.switch_checkpoint, args=(other.key, True))  # fmt: skip
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
 def load(path: str, stamp: float) -> Checkpoint:
     """Load once per (folder, stamp) and share between sessions: eval mode, never mutated."""
     return load_checkpoint(path, device=resolve_device("auto"))
@@ -68,18 +131,21 @@ def current_checkpoint() -> tuple[catalogue.CheckpointChoice, Checkpoint] | None
     """(choice, loaded checkpoint), or None with a message on the page when there is none or it is broken."""
     choice = current_choice()
     if choice is None:
-        st.info("No checkpoint yet: train one on the Train page or add one to `checkpoints/`.")
+        st.info(tr("frame.no_checkpoint"))
         return None
     try:
-        return choice, load(str(choice.path), catalogue.checkpoint_stamp(choice.path))
+        with st.spinner(tr("frame.loading")):
+            return choice, load(str(choice.path), catalogue.checkpoint_stamp(choice.path))
     except (CheckpointError, OSError) as exc:
-        st.error(f"Could not load checkpoint **{choice.label}**: {exc}")
+        st.error(tr("frame.load_error", name=label(choice), error=exc))
         return None
 
 
 def offer_examples(choice: catalogue.CheckpointChoice, ck: Checkpoint) -> list[str]:
-    """Example sentences for this checkpoint; an empty sentence becomes the first one."""
-    examples = example_sentences(choice.key, ck.info, ck.task)
+    """Example sentences for this checkpoint (its card's, then the lecture's); an empty sentence becomes the first one."""
+    card = card_of(choice)
+    info = {**ck.info, "src_lang": card.src_lang, "tgt_lang": card.tgt_lang}
+    examples = example_sentences(choice.key, info, ck.task, suited=card.examples)
     st.session_state["_examples"] = examples  # so a checkpoint switch can drop the old model's example
     if not st.session_state.get("sentence") and examples:
         st.session_state["sentence"] = examples[0]
@@ -95,8 +161,14 @@ def _head_mask(ck: Checkpoint, codes: tuple[str, ...]) -> HeadMask | None:
     return HeadMask(**{kind: torch.from_numpy(r).to(device) for kind, r in rows.items()})
 
 
-@st.cache_data(max_entries=64, show_spinner="Translating…")
 def translation(path: str, stamp: float, sentence: str, ablate: tuple[str, ...] = ()) -> sup.TranslationView:
+    """Greedy translation of `sentence` with the listed heads switched off, as arrays (a spinner while it runs)."""
+    with st.spinner(tr("frame.translating")):
+        return _translation(path, stamp, sentence, ablate)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _translation(path: str, stamp: float, sentence: str, ablate: tuple[str, ...] = ()) -> sup.TranslationView:
     """Greedy translation of `sentence` with the listed heads switched off, as arrays."""
     from visformer.decoding import translate
 
@@ -121,9 +193,15 @@ def internals(
     return an.head_internals(load(path, stamp).model, list(src_ids), list(query_ids), kind, layer, head)
 
 
-@st.cache_data(max_entries=8, show_spinner="Measuring heads on task examples…")
 def task_alignment(path: str, stamp: float, task: str) -> np.ndarray:
     """(layers, heads) argmax-alignment hit rate of each cross-attention head on held-out task examples."""
+    with st.spinner(tr("frame.measuring")):
+        return _task_alignment(path, stamp, task)
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _task_alignment(path: str, stamp: float, task: str) -> np.ndarray:
+    """task_alignment(), cached."""
     from visformer.tasks import make_examples
 
     ck = load(path, stamp)

@@ -9,6 +9,7 @@ import uuid
 
 import streamlit as st
 
+from visformer import i18n
 from visformer.explain import views as sup
 
 PERSIST = "session"  # widget values outlive page switches
@@ -46,11 +47,13 @@ def init_state() -> None:
             state[name] = list(value) if isinstance(value, tuple) else value
         state["_view_loaded"] = True
         state["_examples"] = []
+        state["_lang_pinned"] = bool(state.get("lang"))  # a link that names its language keeps naming it
 
 
 def sync_url(keys: list[str]) -> None:
-    """Write the current view (`checkpoint` plus `keys`) into the URL so a link restores it."""
-    wanted = sup.url_params(st.session_state, ["checkpoint", *keys])
+    """Write the current view (`checkpoint`, a chosen language, `keys`) into the URL so a link restores it."""
+    chosen = ["lang"] if st.session_state.get("_lang_pinned") else []
+    wanted = sup.url_params(st.session_state, ["checkpoint", *chosen, *keys])
     if st.query_params.to_dict() != wanted:
         st.query_params.from_dict(wanted)
 
@@ -63,3 +66,38 @@ def clamp_state(key: str, lo: int, hi: int) -> None:
 def session_id() -> str:
     """This browser session's private id (its training run and, in hosted mode, its checkpoint folder)."""
     return st.session_state.setdefault("_train_owner", uuid.uuid4().hex)
+
+
+def lang() -> str:
+    """The interface language: the URL's ?lang= (seeded into state), else the browser's locale, else English."""
+    state = st.session_state
+    if state.get("lang") not in i18n.LANGS:
+        raw = st.query_params.get("lang")
+        state["lang"] = raw if raw in i18n.LANGS else i18n.language_from_locale(st.context.locale)
+    return state["lang"]
+
+
+def tr(key: str, /, **fmt: object) -> str:
+    """Interface text for `key` in this session's language (visformer.i18n.t)."""
+    return i18n.t(key, lang(), **fmt)
+
+
+def choose_lang(code: str) -> None:
+    """Switch the interface language; from now on the URL names it, so a shared link opens in it."""
+    st.session_state["lang"] = i18n.normalize_lang(code)
+    st.session_state["_lang_pinned"] = True
+
+
+def switch_checkpoint(key: str, keep_sentence: bool = False) -> None:
+    """Pick another model: start at layer 0, head 0, no heads off; drop the old model's example sentence."""
+    state = st.session_state
+    state["checkpoint"] = key
+    if not keep_sentence and state.get("sentence") in state.get("_examples", []):
+        state["sentence"] = ""
+    state["step"] = 0
+    state["ablate"] = []
+
+
+def capitalised(text: str) -> str:
+    """A message that starts with a capital letter (the package's messages start in lower case)."""
+    return text[:1].upper() + text[1:]

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from pages._loading import limits, user_root
-from pages._state import PERSIST, clamp_state
+from pages._state import PERSIST, clamp_state, tr
 from visformer.classroom import catalogue
 from visformer.classroom.archive import export_checkpoint_zip, import_checkpoint_zip
 from visformer.classroom.inputs import checkpoint_name
@@ -29,24 +29,24 @@ def _import_checkpoint() -> None:
         name = checkpoint_name(Path(upload.name).stem)
         path = import_checkpoint_zip(upload.getvalue(), user_root(), name, limits())
         state["checkpoint"] = catalogue.USER_PREFIX + path.name
-        state["_import_message"] = ("success", f"Imported **{path.name}**; it is now picked.")
+        state["_import_message"] = ("success", tr("frame.transfer.imported", name=path.name))
     except (ValueError, OSError) as exc:  # InputError, ArchiveError, CheckpointError: one clear message
-        state["_import_message"] = ("error", f"Not imported: {exc}")
+        state["_import_message"] = ("error", tr("frame.transfer.refused", error=exc))
 
 
 def checkpoint_transfer(choice: catalogue.CheckpointChoice | None) -> None:
     """Sidebar: download the picked checkpoint as a .zip, or import one (checked before it is kept)."""
     megabytes = max(1, limits().max_archive_bytes // 2**20)
-    with st.expander("Download or import a checkpoint", icon=":material/swap_vert:"):
+    with st.expander(tr("frame.transfer.title"), icon=":material/swap_vert:"):
         if choice is not None:
             st.download_button(
-                "Download the picked checkpoint (.zip)", data=lambda: export_checkpoint_zip(choice.path),
+                tr("frame.transfer.download"), data=lambda: export_checkpoint_zip(choice.path),
                 file_name=f"{choice.path.name}.zip", mime="application/zip", on_click="ignore", key="ck_export",
             )  # fmt: skip
         st.file_uploader(
-            "Import a checkpoint (.zip)", type=["zip"], key="ck_import_file", max_upload_size=megabytes
+            tr("frame.transfer.file"), type=["zip"], key="ck_import_file", max_upload_size=megabytes
         )
-        st.button("Import", key="ck_import", on_click=_import_checkpoint,
+        st.button(tr("frame.transfer.import"), key="ck_import", on_click=_import_checkpoint,
                   disabled=st.session_state.get("ck_import_file") is None)  # fmt: skip
         kind, text = st.session_state.pop("_import_message", (None, ""))
         if kind:
@@ -58,10 +58,10 @@ def chart(fig: go.Figure, name: str, key: str | None = None) -> None:
     st.plotly_chart(fig, config=chart_config(name), key=key or f"chart-{name}", theme=None)
 
 
-def csv_button(data: str | Callable[[], str], name: str, label: str = "Download attention as CSV") -> None:
+def csv_button(data: str | Callable[[], str], name: str, label: str | None = None) -> None:
     """A download button for a CSV string, or for a function that makes it only when the button is clicked."""
     st.download_button(
-        label,
+        label or tr("frame.csv"),
         data=data,
         file_name=f"{name}.csv",
         mime="text/csv",
@@ -84,12 +84,17 @@ def pieces_markdown(pieces: list[str], highlight: int | None = None) -> str:
     return " ".join(chips)
 
 
-def index_slider(label: str, n: int, key: str, container=None) -> int:
-    """A slider over 0..n-1 bound to `key`; with a single choice, a caption instead (sliders need two)."""
+def index_slider(label: str, n: int, key: str, container=None, from_one: bool = False, on_change=None) -> int:
+    """A slider over 0..n-1 bound to `key` (from_one: shown as 1..n); with a single choice, a caption instead."""
     where = container or st
     if n <= 1:
         st.session_state[key] = 0
-        where.caption(f"{label}: 0 (the only one)")
+        where.caption(tr("frame.only_one", label=label, value=int(from_one)))
         return 0
     clamp_state(key, 0, n - 1)
-    return where.slider(label, 0, n - 1, key=key, persist_state=PERSIST)
+    if from_one:  # layers and heads are counted from 1 on screen, from 0 in the code and the URL
+        return where.select_slider(
+            label, list(range(n)), format_func=lambda i: str(i + 1), key=key, persist_state=PERSIST,
+            on_change=on_change,
+        )  # fmt: skip
+    return where.slider(label, 0, n - 1, key=key, persist_state=PERSIST, on_change=on_change)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -12,25 +13,52 @@ from visformer.classroom import catalogue
 from visformer.classroom.inputs import escape_markdown
 from visformer.explain import analysis as an
 from visformer.explain import attention as fg
+from visformer.explain import comparison as cmp
 from visformer.explain import kinds
 from visformer.explain import views as sup
+from visformer.explain.style import escape
 
 session.ensure_frame()
 
-KEYS = ["sentence", "view", "layer", "head", "tab", "step", "ablate", "stat", "dk"]
-TABS = sup.ATTENTION_TABS
-DK_OPTIONS = [2**i for i in range(11)]  # 1 .. 1024
-STAT_HELP = {
-    "entropy": "How spread out a head's attention is (nats; log of the number of keys = perfectly uniform).",
-    "diagonal": "Weight on the key at the query's own position.",
-    "previous": "Weight on the key just before the query's position.",
-    "first": "Weight on the first key.",
-    "last": "Weight on the last key (the source's </s> for encoder and cross attention).",
-    "alignment": "Share of target tokens whose strongest source token is the true one (task examples).",
+WORD_TAB = "Follow a word"
+TABS = tuple(dict.fromkeys((*sup.ATTENTION_TABS, WORD_TAB)))  # URL values (English), shown translated
+TAB_TEXT = {
+    "One head": "one",
+    "All heads": "all",
+    "Step through generation": "steps",
+    "Head statistics": "stats",
+    "Ablation": "ablation",
+    "Inside one head": "inside",
+    WORD_TAB: "word",
 }
+KEYS = ["sentence", "view", "layer", "head", "tab", "step", "ablate", "stat", "dk", "word", "tword"]
+DK_OPTIONS = [2**i for i in range(11)]  # 1 .. 1024
+STATS = ("entropy", "diagonal", "previous", "first", "last", "alignment")
+CONFIDENCE_CHIPS = (
+    ":red-background[**{}**]",
+    ":orange-background[{}]",
+    "`{}`",
+)  # by analysis.confidence_level
+
+
+def tr(key: str, /, **fmt: object) -> str:
+    """This page's text `attention.KEY` in the session's language."""
+    return session.tr(f"attention.{key}", **fmt)
+
+
+def kind_name(kind: str, short: bool = False) -> str:
+    """An attention kind's title (or short name) in the session's language."""
+    return tr(f"kind.{kind}.{'short' if short else 'title'}")
+
+
+def where(layer: int, head: int | None = None) -> str:
+    """'layer 2 · head 3', counted from 1 (code and URLs count from 0)."""
+    text = tr("layer_n", n=layer + 1)
+    return text if head is None else f"{text} · {tr('head_n', n=head + 1)}"
+
 
 # ---------------------------------------------------------------------------------------------
-# Cached figures (keyed on checkpoint, sentence and view)
+# Cached numbers and figures (keyed on checkpoint, sentence, view and language)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -39,42 +67,64 @@ def _masked(kind: str, n_queries: int, n_keys: int):
     return kinds.KIND[kind].mask(n_queries, n_keys)
 
 
+def axis_labels(view: sup.TranslationView, kind: str) -> tuple[list[str], list[str]]:
+    """(row, column) labels: decoder rows are named by the token they produce ('→ ▁Hunde')."""
+    return kinds.KIND[kind].axis_labels(view.src_pieces, view.query_pieces, view.output_pieces)
+
+
 @st.cache_data(max_entries=64, show_spinner=False)
 def head_figures(
-    path: str, stamp: float, sentence: str, ablate: tuple[str, ...], kind: str, layer: int, head: int
+    path: str,
+    stamp: float,
+    sentence: str,
+    ablate: tuple[str, ...],
+    kind: str,
+    layer: int,
+    head: int,
+    lang: str,
 ):
     """(one head, head average of the layer) heatmaps."""
     view = loading.translation(path, stamp, sentence, ablate)
     stack = view.stack(kind)
-    queries, keys = view.labels(kind)
+    queries, keys = axis_labels(view, kind)
     masked = _masked(kind, len(queries), len(keys))
-    name = kinds.KIND[kind].short
-    off = " (switched off)" if sup.head_code(kind, layer, head) in ablate else ""
+    name = kind_name(kind, short=True)
+    off = tr("switched_off") if sup.head_code(kind, layer, head) in ablate else ""
     one = fg.attention_heatmap(
-        stack[layer, head], queries, keys, masked=masked, title=f"{name} · layer {layer} · head {head}{off}"
+        stack[layer, head],
+        queries,
+        keys,
+        masked=masked,
+        title=f"{name} · {where(layer, head)}{off}",
+        lang=lang,
     )
     avg = fg.attention_heatmap(
         an.head_average(stack)[layer],
         queries,
         keys,
         masked=masked,
-        title=f"{name} · layer {layer} · mean of {stack.shape[1]} heads",
+        title=f"{name} · {where(layer)} · {tr('mean_of', n=stack.shape[1])}",
+        lang=lang,
     )
     return one, avg
 
 
-@st.cache_data(max_entries=32, show_spinner="Drawing every head…")
-def grid_figure(path: str, stamp: float, sentence: str, kind: str, layer: int, head: int) -> go.Figure:
-    """All layers × heads of one kind, the selected head outlined."""
+@st.cache_data(max_entries=32, show_spinner=False)
+def grid_figure(
+    path: str, stamp: float, sentence: str, kind: str, layer: int, head: int, lang: str
+) -> go.Figure:
+    """All layers × heads of one kind and each layer's head average, the selected head outlined."""
     view = loading.translation(path, stamp, sentence)
-    queries, keys = view.labels(kind)
+    queries, keys = axis_labels(view, kind)
     return fg.attention_grid(
         view.stack(kind),
         queries,
         keys,
         masked=_masked(kind, len(queries), len(keys)),
         highlight=(layer, head),
-        title=f"{kinds.KIND_TITLES[kind]}: every layer and head",
+        average=True,
+        title=tr("grid_title", kind=kind_name(kind)),
+        lang=lang,
     )
 
 
@@ -82,14 +132,28 @@ def grid_figure(path: str, stamp: float, sentence: str, kind: str, layer: int, h
 def attention_csv(path: str, stamp: float, sentence: str, kind: str) -> str:
     """Every weight of one kind as a long CSV table."""
     view = loading.translation(path, stamp, sentence)
-    queries, keys = view.labels(kind)
-    return an.attention_frame(view.stack(kind), queries, keys, kind).to_csv(index=False)
+    return an.attention_frame(view.stack(kind), *axis_labels(view, kind), kind).to_csv(index=False)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def statistics(path: str, stamp: float, sentence: str, kind: str):
     """Per-head statistics of one kind."""
     return an.head_statistics(loading.translation(path, stamp, sentence).stack(kind))
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def informative(path: str, stamp: float, sentence: str, kind: str) -> an.HeadPick:
+    """The head of this kind to open first on this sentence."""
+    return an.informative_head(loading.translation(path, stamp, sentence).stack(kind), kind)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def confidence(path: str, stamp: float, sentence: str) -> np.ndarray:
+    """The model's probability of each output token of the (greedy) translation."""
+    from visformer.decoding import translate
+
+    ck = loading.load(path, stamp)
+    return an.step_probabilities(translate(ck.model, ck.src_tokenizer, ck.tgt_tokenizer, sentence, "greedy"))
 
 
 @st.cache_data(max_entries=4, show_spinner=False)
@@ -99,7 +163,7 @@ def saturation_curve():
 
 
 # ---------------------------------------------------------------------------------------------
-# Sections
+# Widgets
 # ---------------------------------------------------------------------------------------------
 
 
@@ -117,64 +181,158 @@ def _switch_off(code: str) -> None:
     st.session_state["ablate"] = sorted({*st.session_state.get("ablate", []), code})
 
 
-def one_head_section(key: tuple, kind: str, layer: int, head: int) -> None:
-    """The chosen head beside its layer's average, and the CSV download."""
-    one, avg = head_figures(*key, (), kind, layer, head)
-    left, right = st.columns(2)
-    with left:
-        widgets.chart(one, f"attention-{kind}-L{layer}-H{head}")
-    with right:
-        widgets.chart(avg, f"attention-{kind}-L{layer}-average")
-    if kind == "decoder":
-        st.caption(
-            "Grey hatched cells are masked: while producing a word the decoder may not look at later ones."
+def _chosen_by_hand() -> None:
+    """The student moved Layer or Head: stop opening the most informative head for them."""
+    st.session_state["_attn_auto"] = False
+
+
+def _auto_again() -> None:
+    """Open the most informative head again (and keep doing so for new sentences)."""
+    st.session_state["_attn_auto"] = True
+    st.session_state["_attn_picked_for"] = None
+
+
+def open_tabs() -> dict:
+    """The page's tabs, labelled in the session's language; `tab` in the state holds the URL value (English).
+
+    A click changes the widget's label (`_attn_tab_ui`); a link, a test or another page changes `tab`:
+    whichever changed since the last run wins.
+    """
+    state = st.session_state
+    shown = {tab: tr(f"tab.{TAB_TEXT[tab]}") for tab in TABS}
+    back = {label: tab for tab, label in shown.items()}
+    if state.get("tab") not in TABS:
+        state["tab"] = TABS[0]
+    clicked = back.get(state.get("_attn_tab_ui"))
+    if (
+        state["tab"] == state.get("_attn_tab_seen", state["tab"]) and clicked is not None
+    ):  # first run: a click
+        state["tab"] = clicked
+    state["_attn_tab_seen"], state["_attn_tab_ui"] = state["tab"], shown[state["tab"]]
+    containers = st.tabs(list(shown.values()), key="_attn_tab_ui", on_change="rerun")
+    return dict(zip(TABS, containers, strict=True))
+
+
+def pick_first_head(key: tuple, kind: str) -> an.HeadPick:
+    """Open the sharpest head of this sentence unless the URL or the student chose one; say which and why."""
+    state = st.session_state
+    if "_attn_auto" not in state:
+        state["_attn_auto"] = not {"layer", "head"} & set(st.query_params.to_dict())
+    pick = informative(*key, kind)
+    if state["_attn_auto"] and state.get("_attn_picked_for") != (*key, kind):
+        state["layer"], state["head"] = pick.layer, pick.head
+        state["_attn_picked_for"] = (*key, kind)
+    return pick
+
+
+def pick_caption(pick: an.HeadPick, layer: int, head: int) -> None:
+    """Why this head is shown, or a button to the most informative one."""
+    reason = tr("pick.all_parked" if pick.all_trivial else "pick.reason", sharp=f"{pick.sharpness:.2f}")
+    if (layer, head) == (pick.layer, pick.head):
+        st.caption(tr("pick.opened", where=where(layer, head)) + " " + reason)
+        return
+    left, right = st.columns([3, 1], vertical_alignment="center")
+    left.caption(tr("pick.elsewhere", where=where(pick.layer, pick.head)) + " " + reason)
+    right.button(
+        tr("pick.go"), on_click=_auto_again, icon=":material/center_focus_strong:", key="attn_go_pick"
+    )
+
+
+def confidence_markdown(pieces: list[str], probs: np.ndarray) -> str:
+    """Output pieces as chips: red for a guess, orange when unsure, plain when sure."""
+    chips = []
+    for piece, p in zip(pieces, probs, strict=True):
+        level = an.confidence_level(float(p))
+        text = piece.replace("`", "ˋ") or "␣"
+        chips.append(CONFIDENCE_CHIPS[level].format(text if level == 2 else escape_markdown(text)))
+    return " ".join(chips)
+
+
+# ---------------------------------------------------------------------------------------------
+# Sections
+# ---------------------------------------------------------------------------------------------
+
+
+def introduction() -> None:
+    """What the page shows: queries and keys, the three kinds, and the special pieces."""
+    with st.expander(tr("intro.title"), icon=":material/school:"):
+        st.markdown(tr("intro.body"))
+
+
+def header(key: tuple, view: sup.TranslationView) -> None:
+    """The translation, its pieces, and how sure the model was of each output piece."""
+    if view.truncated:
+        st.warning(tr("truncated"))
+    st.markdown(f"#### → {escape_markdown(view.text) or tr('empty')}")
+    st.markdown(tr("source_pieces") + " " + widgets.pieces_markdown(view.src_pieces))
+    probs = confidence(*key)
+    if len(probs) != len(view.output_pieces):  # cannot happen with greedy; plain chips rather than a crash
+        st.markdown(tr("output_pieces") + " " + widgets.pieces_markdown(view.output_pieces))
+        return
+    st.markdown(tr("output_pieces") + " " + confidence_markdown(view.output_pieces, probs))
+    low = int((probs < an.CONFIDENCE_LEVELS[0]).sum())
+    st.caption(tr("confidence.caption", low=low, n=len(probs)))
+    if st.toggle(tr("confidence.expander"), key="attn_confidence"):  # drawn only when asked for
+        fig = fg.confidence_strip(
+            view.output_pieces, probs, title=tr("confidence.title"), lang=session.lang()
         )
-    widgets.csv_button(lambda: attention_csv(*key, kind), f"attention-{kind}")  # built only when clicked
+        widgets.chart(fig, "output-confidence")
+
+
+def one_head_section(key: tuple, kind: str, layer: int, head: int, n_keys: int) -> None:
+    """The chosen head beside its layer's average (one above the other for long sentences), and the CSV."""
+    one, avg = head_figures(*key, (), kind, layer, head, session.lang())
+    left, right = st.columns(2) if n_keys <= fg.LONG else (st.container(), st.container())
+    with left:
+        widgets.chart(one, f"attention-{kind}-L{layer + 1}-H{head + 1}")
+    with right:
+        widgets.chart(avg, f"attention-{kind}-L{layer + 1}-average")
+    if kinds.KIND[kind].queries == "target":
+        st.caption(tr("rows_produced"))
+    if kinds.KIND[kind].masked:
+        st.caption(tr("masked_caption"))
+    widgets.csv_button(
+        lambda: attention_csv(*key, kind), f"attention-{kind}", tr("csv")
+    )  # built only when clicked
 
 
 def steps_section(key: tuple, view: sup.TranslationView, layer: int, head: int) -> None:
     """Slide over output steps: which source tokens the decoder read to produce each token."""
-    n_steps = len(view.output_pieces)
-    step = widgets.index_slider("Output step", n_steps, "step")
-    produced = view.output_pieces[step]
-    st.markdown("Output: " + widgets.pieces_markdown(view.output_pieces, highlight=step))
-    st.markdown(
-        "Source: "
-        + widgets.pieces_markdown(view.src_pieces, highlight=int(view.cross[layer, :, step].mean(0).argmax()))
-    )
+    step = widgets.index_slider(tr("step"), len(view.output_pieces), "step", from_one=True)
+    produced = escape(view.output_pieces[step])  # a plotly title: '</s>' would read as a tag
+    st.markdown(tr("output") + " " + widgets.pieces_markdown(view.output_pieces, highlight=step))
+    strongest = int(view.cross[layer, :, step].mean(0).argmax())
+    st.markdown(tr("source") + " " + widgets.pieces_markdown(view.src_pieces, highlight=strongest))
+    lang = session.lang()
     left, right = st.columns(2)
     with left:
-        fig = fg.step_figure(
-            view.cross[layer, :, step].mean(0),
-            view.src_pieces,
-            title=f"Producing “{produced}”: layer {layer}, average of heads",
-        )
-        widgets.chart(fig, f"step-{step}-L{layer}-average")
+        title = tr("producing", piece=produced, where=f"{where(layer)} · {tr('mean_of_heads')}")
+        fig = fg.step_figure(view.cross[layer, :, step].mean(0), view.src_pieces, title=title, lang=lang)
+        widgets.chart(fig, f"step-{step + 1}-L{layer + 1}-average")
     with right:
-        fig = fg.step_figure(
-            view.cross[layer, head, step],
-            view.src_pieces,
-            title=f"Producing “{produced}”: layer {layer}, head {head}",
-        )
-        widgets.chart(fig, f"step-{step}-L{layer}-H{head}")
+        title = tr("producing", piece=produced, where=where(layer, head))
+        fig = fg.step_figure(view.cross[layer, head, step], view.src_pieces, title=title, lang=lang)
+        widgets.chart(fig, f"step-{step + 1}-L{layer + 1}-H{head + 1}")
 
 
 def statistics_section(key: tuple, task: str | None) -> None:
     """Entropy and pattern scores per head for all three kinds (and task alignment for toy tasks)."""
-    options = list(STAT_HELP) if task else [s for s in STAT_HELP if s != "alignment"]
+    options = list(STATS) if task else [s for s in STATS if s != "alignment"]
     if st.session_state.get("stat") not in options:
         st.session_state["stat"] = "entropy"
-    stat = st.radio("Statistic", options, key="stat", persist_state=session.PERSIST, horizontal=True)
-    st.caption(STAT_HELP[stat])
+    stat = st.radio(
+        tr("stat.label"), options, key="stat", persist_state=session.PERSIST, horizontal=True,
+        format_func={s: tr(f"stat.{s}") for s in options}.get,
+    )  # fmt: skip
+    st.caption(tr(f"stat.{stat}.help"))
+    lang = session.lang()
     if stat == "alignment":
         grid = loading.task_alignment(key[0], key[1], task)
-        st.markdown(f"Cross-attention heads on 32 held-out **{task}** examples (teacher-forced):")
-        widgets.chart(
-            fg.metric_heatmap(
-                grid, value_name="hits", zmin=0, zmax=1, title="Agreement with the task's true alignment"
-            ),
-            "heads-alignment",
+        st.markdown(tr("stat.alignment.intro", task=task))
+        fig = fg.metric_heatmap(
+            grid, value_name=tr("stat.hits"), zmin=0, zmax=1, title=tr("stat.alignment.title"), lang=lang
         )
+        widgets.chart(fig, "heads-alignment")
         return
     columns = st.columns(3)
     for column, kind in zip(columns, kinds.KINDS, strict=True):
@@ -182,12 +340,19 @@ def statistics_section(key: tuple, task: str | None) -> None:
         grid = an.metric_grid(stats, stat)
         zmax = None if stat == "entropy" else 1.0
         with column:
-            widgets.chart(
-                fg.metric_heatmap(grid, value_name=stat, zmin=0, zmax=zmax, title=kinds.KIND_TITLES[kind]),
-                f"heads-{stat}-{kind}",
+            fig = fg.metric_heatmap(
+                grid, value_name=tr(f"stat.{stat}"), zmin=0, zmax=zmax, title=kind_name(kind), lang=lang
             )
-            with st.expander("Table"):
-                st.dataframe(stats.round(3), hide_index=True)
+            widgets.chart(fig, f"heads-{stat}-{kind}")
+            with st.expander(tr("stat.table")):
+                shown = stats.assign(layer=stats["layer"] + 1, head=stats["head"] + 1)  # counted from 1
+                st.dataframe(shown.round(3), hide_index=True)
+
+
+def head_text(code: str) -> str:
+    """'e0.1' -> 'Encoder self · layer 1 · head 2' in the session's language."""
+    kind, layer, head = sup.parse_head(code)
+    return f"{kind_name(kind, short=True)} · {where(layer, head)}"
 
 
 def ablation_section(
@@ -200,114 +365,160 @@ def ablation_section(
     head: int,
 ) -> None:
     """Switch heads off and compare translation and attention with the original."""
+    st.info(tr("ablation.note"), icon=":material/info:")
     codes = sup.all_head_codes(sizes, n_heads)
     st.session_state["ablate"] = [c for c in st.session_state.get("ablate", []) if c in codes]
     left, right = st.columns([3, 1], vertical_alignment="bottom")
     off = left.multiselect(
-        "Switch these heads off",
-        codes,
-        key="ablate",
-        persist_state=session.PERSIST,
-        format_func=sup.head_label,
-        placeholder="Choose heads, or use the button for the head selected above",
-    )
+        tr("ablation.pick"), codes, key="ablate", persist_state=session.PERSIST, format_func={c: head_text(c) for c in codes}.get,
+        placeholder=tr("ablation.placeholder"),
+    )  # fmt: skip
     selected = sup.head_code(kind, layer, head)
     right.button(
-        "Switch off this head",
-        on_click=_switch_off,
-        args=(selected,),
-        disabled=selected in off,
-        icon=":material/block:",
-        width="stretch",
-        help="Adds the head chosen with Layer and Head above.",
-    )
+        tr("ablation.button"), on_click=_switch_off, args=(selected,), disabled=selected in off,
+        icon=":material/block:", width="stretch", help=tr("ablation.button_help"),
+    )  # fmt: skip
     off = tuple(sorted(off))
     ablated = loading.translation(*key, off)
+    lang = session.lang()
     left, right = st.columns(2)
     with left:
-        st.markdown(f"**Original:** {escape_markdown(view.text)}")
+        st.markdown(f"**{tr('ablation.original')}** {escape_markdown(view.text)}")
         widgets.chart(
-            head_figures(*key, (), kind, layer, head)[0],
-            f"ablation-original-{kind}-L{layer}-H{head}",
+            head_figures(*key, (), kind, layer, head, lang)[0],
+            f"ablation-original-{kind}-L{layer + 1}-H{head + 1}",
             key="ablation-original",
         )
     with right:
-        label = f"{len(off)} head{'s' if len(off) != 1 else ''} off"
-        st.markdown(f"**{label}:** {escape_markdown(ablated.text)}")
+        label = tr("ablation.off_one" if len(off) == 1 else "ablation.off", n=len(off))
+        st.markdown(f"**{label}** {escape_markdown(ablated.text)}")
         widgets.chart(
-            head_figures(*key, off, kind, layer, head)[0],
-            f"ablation-{kind}-L{layer}-H{head}",
+            head_figures(*key, off, kind, layer, head, lang)[0],
+            f"ablation-{kind}-L{layer + 1}-H{head + 1}",
             key="ablation-ablated",
         )
     if off:
-        (st.success if ablated.text == view.text else st.warning)(
-            "Same translation." if ablated.text == view.text else "The translation changed."
-        )
+        same = ablated.text == view.text
+        (st.success if same else st.warning)(tr("ablation.same" if same else "ablation.changed"))
 
 
 def inside_section(key: tuple, view: sup.TranslationView, kind: str, layer: int, head: int) -> None:
     """softmax(QKᵀ/√d_k)V for the chosen head, step by step, and why the √d_k is there."""
     inside = loading.internals(key[0], key[1], tuple(view.src_ids), tuple(view.query_ids), kind, layer, head)
-    queries, keys = view.labels(kind)
+    queries, keys = axis_labels(view, kind)
     d_k = inside.q.shape[1]
-    dims = [f"{j}" for j in range(d_k)]
-    st.markdown(f"Layer {layer}, head {head} of the {kinds.KIND_TITLES[kind].lower()}; d_k = {d_k}.")
+    dims = [str(j + 1) for j in range(d_k)]
+    lang = session.lang()
+    dim_title = tr("inside.dimension")
+    st.markdown(tr("inside.intro", where=where(layer, head), kind=kind_name(kind), d_k=d_k))
     st.latex(r"\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right) V")
-    columns = st.columns(3)
+    long = max(len(queries), len(keys)) > fg.LONG
+    columns = (
+        [st.container()] * 3 if long else st.columns(3)
+    )  # long sentences: full width, one below the other
     for column, (name, matrix, rows) in zip(
         columns,
-        (("Q (queries)", inside.q, queries), ("K (keys)", inside.k, keys), ("V (values)", inside.v, keys)),
+        (
+            (tr("inside.q"), inside.q, queries),
+            (tr("inside.k"), inside.k, keys),
+            (tr("inside.v"), inside.v, keys),
+        ),
         strict=True,
     ):
         with column:
-            fig = fg.matrix_heatmap(matrix, rows, dims, title=name, value_name=name[0], x_title="dimension")
+            fig = fg.matrix_heatmap(
+                matrix, rows, dims, title=name, value_name=name[0], x_title=dim_title, numeric_cols=True
+            )
             widgets.chart(fig, f"inside-{name[0]}")
     masked = inside.masked if inside.masked.any() else None
-    columns = st.columns(3)
+    columns = [st.container()] * 3 if long else st.columns(3)
     steps = (
         ("QKᵀ", inside.scores, "score"),
         (f"QKᵀ / √{d_k}", inside.scaled, "scaled"),
-        ("softmax (attention weights)", inside.weights, "weight"),
+        (tr("inside.softmax"), inside.weights, "weight"),
     )
     for column, (name, matrix, value_name) in zip(columns, steps, strict=True):
         with column:
             if value_name == "weight":
-                fig = fg.attention_heatmap(matrix, queries, keys, masked=masked, title=name)
+                fig = fg.attention_heatmap(matrix, queries, keys, masked=masked, title=name, lang=lang)
             else:
                 fig = fg.matrix_heatmap(
-                    matrix, queries, keys, masked=masked, title=name, value_name=value_name
-                )
+                    matrix, queries, keys, masked=masked, title=name, value_name=value_name,
+                    x_title=fg.text("keys", lang), y_title=fg.text("queries", lang),
+                )  # fmt: skip
             widgets.chart(fig, f"inside-{value_name}")
     left, right = st.columns([1, 2])
     fig = fg.matrix_heatmap(
-        inside.output,
-        queries,
-        dims,
-        title="weights · V (this head's output)",
-        value_name="out",
-        x_title="dimension",
-    )
+        inside.output, queries, dims, title=tr("inside.output"), value_name="out", x_title=dim_title,
+        numeric_cols=True,
+    )  # fmt: skip
     with left:
         widgets.chart(fig, "inside-output")
-    right.markdown(
-        "Each output row is a weighted average of the rows of **V**, with the softmax row as the weights. "
-        "The model concatenates the outputs of all heads and multiplies them by W^O."
-    )
+    right.markdown(tr("inside.output_text"))
 
-    st.markdown("##### Why divide by √d_k?")
-    st.markdown(
-        "Dot products of random vectors grow like √d_k. Without the scaling, large scores push softmax "
-        "towards one-hot, where its gradient vanishes. Slide d_k and compare."
-    )
+    st.markdown("##### " + tr("inside.why"))
+    st.markdown(tr("inside.why_text"))
     if st.session_state.get("dk") not in DK_OPTIONS:
         st.session_state["dk"] = 64
     dk = st.select_slider("d_k", DK_OPTIONS, key="dk", persist_state=session.PERSIST)
     unscaled, scaled = an.saturation_example(dk)
     left, right = st.columns(2)
     with left:
-        widgets.chart(fg.softmax_bars(unscaled, scaled, dk), "softmax-saturation-example")
+        widgets.chart(fg.softmax_bars(unscaled, scaled, dk, lang=lang), "softmax-saturation-example")
     with right:
-        widgets.chart(fg.saturation_figure(saturation_curve()), "softmax-saturation-curve")
+        widgets.chart(fg.saturation_figure(saturation_curve(), lang=lang), "softmax-saturation-curve")
+
+
+def _new_word() -> None:
+    """A new source word: its output counterpart is chosen afresh."""
+    st.session_state["tword"] = None
+
+
+def word_section(view: sup.TranslationView) -> None:
+    """Pick a source word (e.g. 'it'): where it looks in every encoder head, and where its translation looks."""
+    state = st.session_state
+    src, out = view.src_pieces, view.output_pieces
+    st.markdown(tr("word.intro"))
+    if (
+        state.get("_attn_word_for", view.source) != view.source
+    ):  # a new sentence: start again from its pronoun
+        state["word"] = state["tword"] = None
+    state["_attn_word_for"] = view.source
+    if not isinstance(state.get("word"), int) or not 0 <= state["word"] < len(src):
+        found = an.pronoun_position(src)
+        state["word"] = found if found is not None else max(0, len(src) // 2 - 1)
+    left, mid, right = st.columns([2, 2, 1], vertical_alignment="bottom")
+    word = left.selectbox(
+        tr("word.source"), list(range(len(src))), key="word", on_change=_new_word,
+        format_func=lambda i: f"{i + 1}: {src[i]}",
+    )  # fmt: skip
+    if not isinstance(state.get("tword"), int) or not 0 <= state["tword"] < len(out):
+        found = an.pronoun_position(out)
+        state["tword"] = found if found is not None else an.attending_position(view.cross, word)
+    target = mid.selectbox(
+        tr("word.target"), list(range(len(out))), key="tword", format_func=lambda i: f"{i + 1}: → {out[i]}"
+    )
+    skip_own = right.checkbox(tr("word.skip"), value=True, key="word_skip", help=tr("word.skip_help"))
+    eos = len(src) - 1
+    lang = session.lang()
+    sides = (
+        ("encoder", word, (word, eos), tr("word.encoder_title", piece=escape(src[word]))),
+        ("cross", target, (eos,), tr("word.cross_title", piece=escape(out[target]))),
+    )
+    columns = st.columns(2)
+    for column, (kind, query, skip, title) in zip(columns, sides, strict=True):
+        stack = view.stack(kind)
+        skip = skip if skip_own else ()
+        top = an.top_keys(an.with_head_average(stack), query, skip)  # (L, h + 1): the heads and their mean
+        words = np.asarray(src, dtype=object)[top.index]
+        with column:
+            widgets.chart(
+                fg.top_word_grid(words, top.weight, title=title, lang=lang), f"word-{kind}-{query + 1}"
+            )
+            counts = an.top_keys(stack, query, skip).counts()
+            best, n = next(iter(counts.items()))
+            st.caption(tr("word.most", piece=src[best], n=n, total=stack.shape[0] * stack.shape[1]))
+    st.caption(tr("word.caption"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -315,10 +526,30 @@ def inside_section(key: tuple, view: sup.TranslationView, kind: str, layer: int,
 # ---------------------------------------------------------------------------------------------
 
 
+@st.cache_data(max_entries=32, show_spinner=False)
+def recurrent_run(path: str, stamp: float, sentence: str) -> cmp.SystemRun:
+    """An RNN checkpoint's greedy output and cross-attention (its only kind of attention)."""
+    return cmp.run_system(loading.load(path, stamp), sentence)
+
+
+def recurrent_section(key: tuple, sentence: str) -> None:
+    """An RNN has no self-attention: say so, and show its one attention map (decoder state -> encoder states)."""
+    st.info(tr("rnn_only_cross"))
+    run = recurrent_run(*key, sentence)
+    st.markdown(tr("rnn_output", text=escape_markdown(run.text)))
+    if run.cross.shape[0]:
+        widgets.chart(fg.attention_heatmap(run.layer_map(0), run.query_pieces, run.src_pieces,
+                                           title=tr("rnn_map")), "attention-rnn-cross")  # fmt: skip
+    else:
+        st.warning(tr("rnn_no_attention"))
+    st.page_link("pages/rnn_vs_transformer.py", label=tr("rnn_compare_link"))
+
+
 def main() -> None:
     """Sentence → translation → views."""
     state = st.session_state
-    st.title("Attention")
+    st.title(tr("title"))
+    introduction()
     loaded = loading.current_checkpoint()
     if loaded is None:
         session.sync_url(KEYS)
@@ -330,70 +561,64 @@ def main() -> None:
     if ck.task:
         from visformer.tasks import get_task
 
-        st.markdown(f"Toy task **{ck.task}**: {get_task(ck.task).description}")
-    st.text_input(
-        "Sentence to translate",
-        key="sentence",
-        persist_state=session.PERSIST,
-    )
+        st.markdown(tr("task", task=ck.task, description=get_task(ck.task).description))
+    st.text_input(tr("sentence"), key="sentence", persist_state=session.PERSIST)
     if examples:
         st.pills(
-            "Examples", examples, key="example_pick", on_change=_use_example, label_visibility="collapsed"
+            tr("examples"), examples, key="example_pick", on_change=_use_example, label_visibility="collapsed"
         )
     try:
         sentence = loading.fitted_sentence(ck, state["sentence"])
+        if ck.model_config.architecture != "transformer":
+            recurrent_section(key, sentence)
+            session.sync_url(KEYS)
+            return
         view = loading.translation(*key, sentence)
     except ValueError as exc:
         st.error(str(exc))
         session.sync_url(KEYS)
         return
     key = (*key, sentence)
-    if view.truncated:
-        st.warning("The sentence was longer than the model's max_len and was cut.")
-    st.markdown(f"#### → {escape_markdown(view.text) or '(empty)'}")
-    st.markdown("Source pieces: " + widgets.pieces_markdown(view.src_pieces))
-    st.markdown("Output pieces: " + widgets.pieces_markdown(view.output_pieces))
+    header(key, view)
 
     sizes = kinds.layer_counts(ck.model_config)
     n_heads = ck.model_config.n_heads
     c1, c2, c3 = st.columns([2, 1, 1])
     kind = c1.radio(
-        "Attention",
-        kinds.KINDS,
-        key="view",
-        persist_state=session.PERSIST,
-        horizontal=True,
-        format_func=kinds.KIND_TITLES.get,
+        tr("kind_label"), kinds.KINDS, key="view", persist_state=session.PERSIST, horizontal=True,
+        format_func={k: kind_name(k) for k in kinds.KINDS}.get,  # a dict: AppTest calls it outside the run
+    )  # fmt: skip
+    pick = pick_first_head(key, kind)
+    layer = widgets.index_slider(
+        tr("layer"), sizes[kind], "layer", c2, from_one=True, on_change=_chosen_by_hand
     )
-    layer = widgets.index_slider("Layer", sizes[kind], "layer", c2)
-    head = widgets.index_slider("Head", n_heads, "head", c3)
+    head = widgets.index_slider(tr("head"), n_heads, "head", c3, from_one=True, on_change=_chosen_by_hand)
+    pick_caption(pick, layer, head)
 
-    if state.get("tab") not in TABS:
-        state["tab"] = TABS[0]
-    tabs = dict(zip(TABS, st.tabs(TABS, key="tab", on_change="rerun"), strict=True))
-    with tabs["One head"]:
-        if tabs["One head"].open:
-            one_head_section(key, kind, layer, head)
-    with tabs["All heads"]:
-        if tabs["All heads"].open:
-            widgets.chart(grid_figure(*key, kind, layer, head), f"attention-{kind}-all-heads")
-            st.caption(
-                "Layers top to bottom, heads left to right; the outlined head is the one selected above. "
-                "Hover for tokens and weights."
-            )
-    with tabs["Step through generation"]:
-        if tabs["Step through generation"].open:
-            steps_section(key, view, min(layer, sizes["cross"] - 1), head)
-    with tabs["Head statistics"]:
-        if tabs["Head statistics"].open:
-            statistics_section(key, ck.task)
-    with tabs["Ablation"]:
-        if tabs["Ablation"].open:
-            ablation_section(key, view, sizes, n_heads, kind, layer, head)
-    with tabs["Inside one head"]:
-        if tabs["Inside one head"].open:
-            inside_section(key, view, kind, layer, head)
+    tabs = open_tabs()
+    n_keys = len(view.labels(kind)[1])
+    sections = {
+        "One head": lambda: one_head_section(key, kind, layer, head, n_keys),
+        "All heads": lambda: all_heads_section(key, kind, layer, head),
+        "Step through generation": lambda: steps_section(key, view, min(layer, sizes["cross"] - 1), head),
+        "Head statistics": lambda: statistics_section(key, ck.task),
+        "Ablation": lambda: ablation_section(key, view, sizes, n_heads, kind, layer, head),
+        "Inside one head": lambda: inside_section(key, view, kind, layer, head),
+        WORD_TAB: lambda: word_section(view),
+    }
+    for tab, container in tabs.items():
+        with container:
+            if container.open:  # only the open tab is computed
+                sections[tab]()
     session.sync_url(KEYS)
+
+
+def all_heads_section(key: tuple, kind: str, layer: int, head: int) -> None:
+    """Every layer and head of one kind, with each layer's mean in the last column."""
+    widgets.chart(grid_figure(*key, kind, layer, head, session.lang()), f"attention-{kind}-all-heads")
+    st.caption(tr("grid_caption"))
+    if kinds.KIND[kind].queries == "target":
+        st.caption(tr("rows_produced"))
 
 
 main()

@@ -10,10 +10,12 @@ import torch
 from pages import _loading as loading
 from pages import _state as session
 from pages import _widgets as widgets
+from visformer import i18n
 from visformer.checkpoint import Checkpoint
 from visformer.classroom import catalogue
 from visformer.classroom.hosting import HostedLimits
 from visformer.classroom.inputs import check_decoding_params, escape_markdown
+from visformer.data import fit_tokens
 from visformer.decoding import STRATEGIES, Translation, get_strategy, run_strategies
 from visformer.explain import decoding as dfig
 from visformer.explain import style
@@ -23,13 +25,9 @@ from visformer.model import AttentionMaps
 session.ensure_frame()
 
 KEYS = ["sentence", *sup.DECODING_PARAMS]  # the view a link restores
-TABS = sup.DECODING_TABS
+TABS = sup.DECODING_TABS  # URL values; shown through tr() (TAB_KEYS)
+TAB_KEYS = dict(zip(TABS, ("decoding.tab.steps", "decoding.tab.beam", "decoding.tab.samples"), strict=True))
 SAMPLERS = list(sup.SAMPLERS)
-STEP_NOTES = {
-    "greedy": "Greedy keeps exactly one token: the most probable.",
-    "beam": "Beam search: blue bars are the extensions of this hypothesis that became beams at this step.",
-}
-SAMPLE_NOTE = "The token was drawn at random from the blue bars (the filtered, renormalised distribution)."
 
 # ---------------------------------------------------------------------------------------------
 # Cached decoding (keyed on checkpoint, sentence, strategy and parameters)
@@ -39,7 +37,7 @@ SAMPLE_NOTE = "The token was drawn at random from the blue bars (the filtered, r
 def source_ids(ck: Checkpoint, sentence: str, n: int = 1) -> tuple[list[int], torch.Tensor]:
     """The sentence's source ids (cut to fit, then </s>) and n copies of them as a tensor (n, S)."""
     src_tok = ck.src_tokenizer
-    ids = src_tok.encode(sentence)[: ck.model_config.max_len - 1] + [src_tok.eos_id]
+    ids = fit_tokens(src_tok.encode(sentence), ck.model_config.max_len) + [src_tok.eos_id]
     device = next(ck.model.parameters()).device
     return ids, torch.tensor([ids] * n, dtype=torch.long, device=device)
 
@@ -47,7 +45,7 @@ def source_ids(ck: Checkpoint, sentence: str, n: int = 1) -> tuple[list[int], to
 Runs = tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]  # ((strategy, params), ...)
 
 
-@st.cache_data(max_entries=128, show_spinner="Decoding…")
+@st.cache_data(max_entries=128, show_spinner=False)
 def decode_all(path: str, stamp: float, sentence: str, runs: Runs) -> list[dfig.StrategyView]:
     """Each strategy's output, steps and (beam) tree for one sentence; greedy and samplers share one batch.
 
@@ -82,7 +80,7 @@ def decode(
     return decode_all(path, stamp, sentence, ((strategy, params),))[0]
 
 
-@st.cache_data(max_entries=32, show_spinner="Drawing samples…")
+@st.cache_data(max_entries=32, show_spinner=False)
 def samples(
     path: str, stamp: float, sentence: str, strategy: str, params: tuple[tuple[str, Any], ...], n: int
 ) -> tuple[list[str], list[float]]:
@@ -102,11 +100,22 @@ def samples(
 # ---------------------------------------------------------------------------------------------
 
 
+def strategy_text(strategy: str) -> str:
+    """What a strategy does, in this session's language."""
+    return session.tr(f"decoding.strategy.{strategy}")
+
+
+def param_help(p) -> str:
+    """A parameter's help in this session's language (the package's English text when there is no key)."""
+    key = f"decoding.param.{p.name}"
+    return session.tr(key) if i18n.has(key) else p.help
+
+
 def param_widgets(strategy: str, limits: HostedLimits) -> None:
     """Inputs for every parameter a strategy exposes (values kept in session state)."""
     chosen = get_strategy(strategy)
     st.markdown(f"**{strategy}**")
-    st.caption(chosen.description)
+    st.caption(strategy_text(strategy))
     for p in chosen.params:
         key = sup.decoding_param_key(strategy, p.name)
         low, high = p.low, p.high
@@ -117,13 +126,13 @@ def param_widgets(strategy: str, limits: HostedLimits) -> None:
             int(sup.clamp(value, low, high)) if p.is_int else min(max(float(value), low), high)
         )
         if p.is_int:
-            st.number_input(p.name, int(low), int(high), step=int(p.step), key=key, help=p.help,
+            st.number_input(p.name, int(low), int(high), step=int(p.step), key=key, help=param_help(p),
                             persist_state=session.PERSIST)  # fmt: skip
         else:
-            st.slider(p.name, float(low), float(high), step=float(p.step), key=key, help=p.help,
+            st.slider(p.name, float(low), float(high), step=float(p.step), key=key, help=param_help(p),
                       persist_state=session.PERSIST)  # fmt: skip
     if not chosen.params:
-        st.caption("No parameters.")
+        st.caption(session.tr("decoding.no_params"))
 
 
 def params_of(strategy: str, limits: HostedLimits, drop: tuple[str, ...] = ()) -> tuple[tuple[str, Any], ...]:
@@ -137,18 +146,40 @@ def params_of(strategy: str, limits: HostedLimits, drop: tuple[str, ...] = ()) -
     return tuple(sorted(check_decoding_params(strategy, raw, limits).items()))
 
 
+def vary_seeds(strategies: list[str]) -> None:
+    """Give each sampling strategy its own seed (0, 1, 2, …): a callback of the seed note's button."""
+    for i, strategy in enumerate(s for s in strategies if s in dfig.SAMPLING):
+        st.session_state[sup.decoding_param_key(strategy, "seed")] = i
+
+
 # ---------------------------------------------------------------------------------------------
 # Sections
 # ---------------------------------------------------------------------------------------------
 
 
-def comparison_section(views: list[dfig.StrategyView], reference: str) -> None:
-    """Table and bar chart of every chosen strategy's output."""
-    table = dfig.comparison_table(views, reference)
-    st.dataframe(table, hide_index=True, width="stretch")
+def comparison_section(views: list[dfig.StrategyView], reference: str, n_allowed: int) -> None:
+    """Table and bar chart of every chosen strategy's output, and what the sampling filters did."""
+    table = dfig.comparison_table(views, reference, session.lang())
+    widths = {"strategy": "medium", "output": "large"}
+    columns = {
+        name: st.column_config.Column(session.tr(dfig.COLUMN_KEYS[name]), width=widths.get(name, "small"),
+                                      help=session.tr(dfig.COLUMN_KEYS[name] + "_help"))
+        for name in table.columns
+    }  # fmt: skip
+    st.dataframe(table, hide_index=True, width="stretch", column_config=columns)
     if reference.strip():
-        st.caption("BLEU: sacreBLEU sentence score (0–100) of each output against your reference.")
-    widgets.chart(dfig.comparison_figure(views), "decoding-comparison")
+        st.caption(session.tr("decoding.bleu_caption"))
+    widgets.chart(dfig.comparison_figure(views, session.lang()), "decoding-comparison")
+    sampled = [v for v in views if v.strategy in dfig.SAMPLING]
+    if sampled:
+        st.caption(" ".join(dfig.filter_note(v, n_allowed, session.lang()) for v in sampled))
+    for seed, group in dfig.shared_seeds(views).items():
+        same = len({v.text for v in group}) == 1
+        names = ", ".join(v.strategy for v in group)
+        st.info(session.tr("decoding.same_seed", seed=seed, names=names)
+                + (" " + session.tr("decoding.same_seed_same") if same else ""))  # fmt: skip
+        st.button(session.tr("decoding.vary_seeds"), key=f"dec_vary_seeds_{seed}", on_click=vary_seeds,
+                  args=([v.strategy for v in views],), icon=":material/casino:")  # fmt: skip
 
 
 def step_section(views: list[dfig.StrategyView]) -> None:
@@ -159,35 +190,35 @@ def step_section(views: list[dfig.StrategyView]) -> None:
     if state.get("dec_step_strategy") not in names:
         state["dec_step_strategy"] = names[0]
     left, right = st.columns([1, 2])
-    name = left.selectbox("Strategy", names, key="dec_step_strategy", persist_state=session.PERSIST,
-                          format_func=labels.get)  # fmt: skip
+    name = left.selectbox(session.tr("decoding.strategy"), names, key="dec_step_strategy",
+                          persist_state=session.PERSIST, format_func=labels.get)  # fmt: skip
     view = views[names.index(name)]
     with right:
-        step = widgets.index_slider("Output step", len(view.steps), "dec_step")
-    st.markdown("Output: " + widgets.pieces_markdown(view.pieces, highlight=step))
+        step = widgets.index_slider(session.tr("decoding.output_step"), len(view.steps), "dec_step")
+    st.markdown(session.tr("decoding.output") + " " + widgets.pieces_markdown(view.pieces, highlight=step))
     s = view.steps[step]
-    kept = f"{s.n_kept} token{'s' if s.n_kept != 1 else ''} kept"
-    title = f"Output step {step}: {kept}, chose “{style.escape(s.candidates[s.chosen])}”"
-    widgets.chart(dfig.candidates_figure(s, title=title), f"decoding-step-{view.strategy}-{step}")
-    st.caption(
-        STEP_NOTES.get(view.strategy, SAMPLE_NOTE)
-        + " Grey: the model's probability of each of its top candidates; blue: after the filters (red = filtered out)."
-        f" Running log P after this step: {s.logprob:.3f}."
+    title = session.tr(
+        "decoding.step_title", step=step, n=s.n_kept, token=style.escape(s.candidates[s.chosen])
     )
+    widgets.chart(
+        dfig.candidates_figure(s, title=title, lang=session.lang()), f"decoding-step-{view.strategy}-{step}"
+    )
+    note = session.tr(
+        f"decoding.note.{view.strategy}" if view.strategy in ("greedy", "beam") else "decoding.note.sample"
+    )
+    st.caption(note + " " + session.tr("decoding.bars", logp=f"{s.logprob:.3f}"))
 
 
 def beam_section(key: tuple, sentence: str, limits: HostedLimits) -> None:
     """The beam search tree and its n best hypotheses."""
     params = params_of("beam", limits)
     view = decode(*key, sentence, "beam", params)
-    st.markdown(f"**{view.label}** → {escape_markdown(view.text) or '(empty)'}")
-    widgets.chart(dfig.beam_tree_figure(view.tree, view.best_node), "beam-tree")
-    st.caption(
-        "Each column is a step, each row a beam (ranked by log P at that step). Lines join a token to the "
-        "hypothesis it extends; red is the winner. Hover a node for its hypothesis and scores; "
-        "the final ranking divides log P by the length penalty ((5+|Y|)/6)^α."
-    )
-    rows = [{"rank": i + 1, "hypothesis": t or "(empty)", "log P": round(lp, 3), "score": round(sc, 3)}
+    st.markdown(f"**{view.label}** → {escape_markdown(view.text) or session.tr('decoding.empty')}")
+    widgets.chart(dfig.beam_tree_figure(view.tree, view.best_node, lang=session.lang()), "beam-tree")
+    st.caption(session.tr("decoding.beam_caption"))
+    cols = [session.tr(k) for k in ("decoding.col.rank", "decoding.col.hypothesis", "decoding.col.logp",
+                                    "decoding.col.score")]  # fmt: skip
+    rows = [dict(zip(cols, (i + 1, t or session.tr("decoding.empty"), round(lp, 3), round(sc, 3)), strict=True))
             for i, (t, lp, sc) in enumerate(view.nbest)]  # fmt: skip
     st.dataframe(rows, hide_index=True, width="stretch")
 
@@ -199,28 +230,27 @@ def samples_section(key: tuple, sentence: str, selected: list[str], limits: Host
     if state.get("dec_sampler") not in SAMPLERS:
         state["dec_sampler"] = offered[0]
     c1, c2, c3 = st.columns(3)
-    strategy = c1.selectbox("Sampling strategy", SAMPLERS, key="dec_sampler", persist_state=session.PERSIST)
+    strategy = c1.selectbox(
+        session.tr("decoding.sampler"), SAMPLERS, key="dec_sampler", persist_state=session.PERSIST
+    )
     state["dec_n"] = sup.clamp(state.get("dec_n", 10), 2, limits.max_samples)
-    n = c2.slider("Number of samples N", 2, limits.max_samples, key="dec_n", persist_state=session.PERSIST)
+    n = c2.slider(
+        session.tr("decoding.n_samples"), 2, limits.max_samples, key="dec_n", persist_state=session.PERSIST
+    )
     state.setdefault("dec_seed", 0)
-    seed = c3.number_input("Seed", 0, 2**31 - 1, key="dec_seed", persist_state=session.PERSIST,
-                           help="The same seed draws the same samples.")  # fmt: skip
+    seed = c3.number_input(session.tr("decoding.seed"), 0, 2**31 - 1, key="dec_seed", persist_state=session.PERSIST,
+                           help=session.tr("decoding.seed_help"))  # fmt: skip
     params = (*params_of(strategy, limits, drop=("seed",)), ("seed", int(seed)))
-    texts, logprobs = samples(*key, sentence, strategy, tuple(sorted(params)), n)
+    with st.spinner(session.tr("decoding.drawing")):
+        texts, logprobs = samples(*key, sentence, strategy, tuple(sorted(params)), n)
     d = dfig.diversity(texts)
     m = st.columns(4)
-    m[0].metric("Different outputs", f"{d.distinct} / {d.n}")
-    m[1].metric("distinct-1", f"{d.distinct_1:.2f}", help="Unique words / all words over the samples.")
-    m[2].metric("distinct-2", f"{d.distinct_2:.2f}", help="Unique word pairs / all word pairs.")
-    m[3].metric(
-        "self-BLEU",
-        f"{d.self_bleu:.1f}",
-        help="Mean BLEU of each sample against the others: high = repetitive.",
-    )
-    widgets.chart(dfig.samples_figure(texts, logprobs), "decoding-samples")
-    st.caption(
-        f"Parameters: {dfig.params_label(strategy, dict(params))}. Change them in the parameter panel above."
-    )
+    m[0].metric(session.tr("decoding.distinct"), f"{d.distinct} / {d.n}")
+    m[1].metric("distinct-1", f"{d.distinct_1:.2f}", help=session.tr("decoding.distinct1_help"))
+    m[2].metric("distinct-2", f"{d.distinct_2:.2f}", help=session.tr("decoding.distinct2_help"))
+    m[3].metric("self-BLEU", f"{d.self_bleu:.1f}", help=session.tr("decoding.self_bleu_help"))
+    widgets.chart(dfig.samples_figure(texts, logprobs, session.lang()), "decoding-samples")
+    st.caption(session.tr("decoding.samples_params", params=dfig.params_label(strategy, dict(params))))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -228,15 +258,18 @@ def samples_section(key: tuple, sentence: str, selected: list[str], limits: Host
 # ---------------------------------------------------------------------------------------------
 
 
+def _tab_picked() -> None:
+    """The tab widget's callback: keep the URL value (English) of the picked tab in dec_tab."""
+    shown = st.session_state.get("_dec_tab_shown")
+    st.session_state["dec_tab"] = next((tab for tab in TABS if session.tr(TAB_KEYS[tab]) == shown), TABS[0])
+
+
 def main() -> None:
     """Sentence and strategies → comparison, step view, beam tree, samples."""
     state = st.session_state
     limits = loading.limits()
-    st.title("Decoding")
-    st.markdown(
-        "The model gives a probability to every possible next token; a **decoding strategy** decides which one "
-        "to write. Compare them on one sentence."
-    )
+    st.title(session.tr("decoding.title"))
+    st.markdown(session.tr("decoding.intro"))
     loaded = loading.current_checkpoint()
     if loaded is None:
         return
@@ -244,42 +277,45 @@ def main() -> None:
     key = (str(choice.path), catalogue.checkpoint_stamp(choice.path))
     loading.offer_examples(choice, ck)
     left, right = st.columns(2)
-    left.text_input("Sentence to translate", key="sentence", persist_state=session.PERSIST)
-    reference = right.text_input("Reference translation (optional, for BLEU)", key="dec_reference",
+    left.text_input(session.tr("decoding.sentence"), key="sentence", persist_state=session.PERSIST)
+    reference = right.text_input(session.tr("decoding.reference"), key="dec_reference",
                                  persist_state=session.PERSIST)  # fmt: skip
     try:
         sentence = loading.fitted_sentence(ck, state.get("sentence", ""))
     except ValueError as exc:
-        st.error(str(exc))
+        st.error(session.capitalised(str(exc)))
         session.sync_url(KEYS)
         return
 
-    selected = st.multiselect("Strategies", list(STRATEGIES), key="dec_strategies", persist_state=session.PERSIST,
-                              help="Each is run on the same sentence with its own parameters.")  # fmt: skip
+    selected = st.multiselect(session.tr("decoding.strategies"), list(STRATEGIES), key="dec_strategies",
+                              persist_state=session.PERSIST, help=session.tr("decoding.strategies_help"))  # fmt: skip
     if not selected:
-        st.info("Choose at least one strategy.")
+        st.info(session.tr("decoding.choose"))
         session.sync_url(KEYS)
         return
-    with st.expander("Parameters", expanded=False, icon=":material/tune:"):
+    with st.expander(session.tr("decoding.parameters"), expanded=False, icon=":material/tune:"):
         for column, strategy in zip(st.columns(len(selected)), selected, strict=True):
             with column:
                 param_widgets(strategy, limits)
 
     runs = tuple((strategy, params_of(strategy, limits)) for strategy in selected)
     try:
-        views = decode_all(*key, sentence, runs)
+        with st.spinner(session.tr("decoding.decoding")):
+            views = decode_all(*key, sentence, runs)
     except ValueError:  # name the strategy whose parameters are wrong
         views = []
         for strategy, params in runs:
             try:
                 views.append(decode(*key, sentence, strategy, params))
             except ValueError as exc:
-                st.error(f"{strategy}: {exc}")
+                st.error(f"{strategy}: {session.capitalised(str(exc))}")
     if views:
-        comparison_section(views, reference)
+        comparison_section(views, reference, dfig.allowed_tokens(ck.tgt_tokenizer))
     if state.get("dec_tab") not in TABS:
         state["dec_tab"] = TABS[0]
-    tabs = dict(zip(TABS, st.tabs(TABS, key="dec_tab", on_change="rerun"), strict=True))
+    labels = [session.tr(TAB_KEYS[tab]) for tab in TABS]
+    state["_dec_tab_shown"] = labels[TABS.index(state["dec_tab"])]
+    tabs = dict(zip(TABS, st.tabs(labels, key="_dec_tab_shown", on_change=_tab_picked), strict=True))
     with tabs["Step by step"]:
         if tabs["Step by step"].open and views:
             step_section(views)

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import plotly.graph_objects as go
 import streamlit as st
 
 from pages import _loading as loading
@@ -24,14 +26,21 @@ from visformer.config import TrainConfig
 from visformer.explain import analysis as an
 from visformer.explain import attention as att
 from visformer.explain import decoding as dfig
-from visformer.explain import examples, kinds, style, views
+from visformer.explain import kinds, style, views
 from visformer.explain import lesson as ls
 from visformer.explain import positional as pos
 from visformer.explain import training as tfig
 
 session.ensure_frame()
 
-KEYS = ["sentence", "lang", "lesson_step"]
+ROOT = Path(__file__).resolve().parents[1]
+# Pages of the models around the Transformer (issue 16); a step links to them when they exist
+RNN_PAGE, WHY_PAGE, LM_PAGE = (
+    "pages/rnn_vs_transformer.py",
+    "pages/why_self_attention.py",
+    "pages/language_models.py",
+)
+KEYS = ["sentence", "lesson_step"]  # and lang, once chosen (pages/_state.sync_url)
 BEAM_SIZE = 4
 DK_OPTIONS = [2**i for i in range(11)]
 
@@ -109,18 +118,21 @@ def saturation_curve():
 def pick_layer_head(ctx: Context, n_layers: int, *, head: bool = True) -> tuple[int, int]:
     """Layer (and head) sliders shared by the steps that look at one head."""
     left, right = st.columns(2)
-    layer = widgets.index_slider(ctx.t("lesson.layer"), n_layers, "lesson_layer", left)
+    layer = widgets.index_slider(ctx.t("lesson.layer"), n_layers, "lesson_layer", left, from_one=True)
     if not head:
         return layer, 0
-    return layer, widgets.index_slider(
-        ctx.t("lesson.head"), ctx.ck.model_config.n_heads, "lesson_head", right
-    )
+    n_heads = ctx.ck.model_config.n_heads
+    return layer, widgets.index_slider(ctx.t("lesson.head"), n_heads, "lesson_head", right, from_one=True)
 
 
 def pick_piece(ctx: Context, label: str, labels: list[str], default: int, name: str) -> int:
-    """A select box over pieces; it starts at `default` again whenever the pieces or the default change."""
+    """A select box over pieces; it starts at `default` again whenever the pieces or the default change.
+
+    Repeated pieces are numbered ("▁a (3)"): a select box tells its options apart by their shown text.
+    """
+    shown = ls.piece_options(labels)
     tag = zlib.crc32(repr((labels, default)).encode())
-    return st.selectbox(label, range(len(labels)), index=default, format_func=labels.__getitem__,
+    return st.selectbox(label, range(len(shown)), index=default, format_func=shown.__getitem__,
                         key=f"lesson_{name}_{tag}")  # fmt: skip
 
 
@@ -150,16 +162,25 @@ def link(ctx: Context, page: str, name: str, **view: Any) -> None:
     """A link to the full page for this topic, with the same checkpoint and sentence in its URL."""
     values = {"checkpoint": ctx.choice.key, "sentence": ctx.sentence, "lang": ctx.lang, **view}
     params = views.url_params(values, list(values))
-    st.page_link(page, label=ctx.t("lesson.open_page", page=ctx.t(f"page.{name}")), query_params=params,
+    st.page_link(page, label=ctx.t("lesson.open_page", page=ctx.t(f"lesson.page.{name}")), query_params=params,
                  icon=":material/open_in_new:")  # fmt: skip
 
 
-def placeholder(ctx: Context, key: str) -> None:
-    """A clearly marked place for a view that another piece of work will add."""
-    st.info(f"**{ctx.t('lesson.coming_soon')}** · {ctx.t(key)}", icon=":material/construction:")
+def page_exists(file: str) -> bool:
+    """Whether a page file is in this tree (the lesson links only to pages that exist)."""
+    return (ROOT / file).is_file()
 
 
-def chart(fig, name: str) -> None:
+def axes(fig: go.Figure, ctx: Context, x: str = "", y: str = "") -> go.Figure:
+    """Axis titles in the lesson's language (keys of lesson.axis.*); an empty name leaves the axis as it is."""
+    if x:
+        fig.update_xaxes(title_text=ctx.t(f"lesson.axis.{x}"))
+    if y:
+        fig.update_yaxes(title_text=ctx.t(f"lesson.axis.{y}"))
+    return fig
+
+
+def chart(fig: go.Figure, name: str) -> None:
     """A figure with its PNG button, keyed by name."""
     widgets.chart(fig, f"lesson-{name}")
 
@@ -177,8 +198,9 @@ def step_rnn(ctx: Context) -> None:
     titles = (ctx.t("lesson.rnn.fig_rnn"), ctx.t("lesson.rnn.fig_attention"))
     chart(ls.seq2seq_figure(view.src_pieces, view.output_pieces, cross, titles), "seq2seq")
     st.caption(ctx.t("lesson.rnn.caption"))
-    placeholder(ctx, "lesson.rnn.placeholder")  # PLACEHOLDER(rnn-page): link the RNN-with-attention page here
     ask(ctx, ls.rnn_question(len(view.src_pieces)), "rnn")
+    if page_exists(RNN_PAGE):
+        link(ctx, RNN_PAGE, "rnn")
     link(ctx, "pages/attention.py", "attention", view="cross", tab="Step through generation")
 
 
@@ -192,8 +214,14 @@ def step_embedding(ctx: Context) -> None:
     st.markdown(
         ctx.t("lesson.pieces", n=len(view.src_pieces)) + " " + widgets.pieces_markdown(view.src_pieces)
     )
+    s, d = ev.lookup_shape
+    lookup = att.matrix_heatmap(ev.vectors, list(ls.piece_options(view.src_pieces)), [str(j) for j in range(d)],
+                                title=ctx.t("lesson.embedding.fig_lookup", n=s, d=d), value_name="E",
+                                numeric_cols=True)  # fmt: skip
+    chart(axes(lookup, ctx, x="dimension"), "embedding-lookup")
     names = tuple(ctx.t(f"lesson.embedding.bar_{k}") for k in ("raw", "scaled", "pe"))
     chart(ls.norms_bars(view.src_pieces, ev, names, ctx.t("lesson.embedding.fig")), "embedding-norms")
+    st.caption(ctx.t("lesson.embedding.caption", pe=f"{ev.pe_norm:.2f}"))
     ask(ctx, ls.embedding_question(ev), "embedding")
     link(ctx, "pages/positional_encoding.py", "positional_encoding")
 
@@ -206,22 +234,36 @@ def step_positional(ctx: Context) -> None:
         r"PE_{(pos,\,2i)} = \sin\frac{pos}{10000^{2i/d_{model}}}, \qquad "
         r"PE_{(pos,\,2i+1)} = \cos\frac{pos}{10000^{2i/d_{model}}}"
     )
-    fig = pos.pe_heatmap(an.pe_matrix(n, d))
-    fig.update_layout(title_text=ctx.t("lesson.positional.fig", n=n, d=d))
-    chart(fig, "pe")
+    fig = pos.pe_heatmap(an.pe_matrix(n, d), lang=ctx.lang)
+    chart(fig.update_layout(title_text=ctx.t("lesson.positional.fig", n=n, d=d)), "pe")
     st.markdown(ctx.t("lesson.positional.binary"))
-    chart(pos.binary_figure(an.binary_bits(16), an.pe_matrix(16, min(d, 16))), "pe-binary")
+    chart(pos.binary_figure(an.binary_bits(16), an.pe_matrix(16, min(d, 16)), lang=ctx.lang), "pe-binary")
     k = max(1, n - 1)
     check = an.rotation_check(0, k, d)
     st.markdown(ctx.t("lesson.positional.rotation", k=k, pos=0, err=f"{check.max_error:.1e}"))
+    left, _ = st.columns(2)
+    with left:
+        pe0, sl = an.pe_matrix(1, d)[0], slice(0, 2)  # pair 0 of PE(0)
+        rotation = pos.rotation_figure(pe0[sl], check.target[sl], check.rotated[sl], 0, k, lang=ctx.lang)
+        chart(rotation.update_layout(title_text=ctx.t("lesson.positional.fig_rotation", k=k)), "pe-rotation")
     ask(ctx, ls.pe_question(n, d), "positional")
     link(ctx, "pages/positional_encoding.py", "positional_encoding", pe_d=d)
 
 
+def _to_korean(key: str) -> None:
+    """Switch to a Korean→English model with the lecture's example as the sentence."""
+    session.switch_checkpoint(key)
+    st.session_state["sentence"] = ls.LECTURE_EXAMPLE
+
+
 def self_attention_view(ctx: Context) -> views.TranslationView:
     """The sentence of steps 4-5: the lecture's example for a Korean source model when chosen, else the student's."""
-    src, _ = examples.language_pair(ctx.choice.key, ctx.ck.info)
-    if src != "ko":
+    if loading.card_of(ctx.choice).src_lang != "ko":
+        korean = catalogue.choice_for_language(loading.choices(), ("ko",))
+        if korean is not None:
+            text = ctx.t("lesson.example_switch", example=ls.LECTURE_EXAMPLE, model=loading.label(korean))
+            st.button(text, key="lesson_to_korean", icon=":material/swap_horiz:", on_click=_to_korean,
+                      args=(korean.key,))  # fmt: skip
         return ctx.view
     if st.toggle(
         ctx.t("lesson.example_toggle", example=ls.LECTURE_EXAMPLE), value=True, key="lesson_example"
@@ -235,8 +277,7 @@ def one_head(ctx: Context) -> tuple[views.TranslationView, int, int, int, an.Hea
     view = self_attention_view(ctx)
     layer, head = pick_layer_head(ctx, ctx.ck.model_config.n_encoder_layers)
     inside = loading.internals(*ctx.key, tuple(view.src_ids), tuple(view.query_ids), "encoder", layer, head)
-    pieces = list(ls.piece_options(view.src_pieces))
-    query = pick_piece(ctx, ctx.t("lesson.query"), pieces, ls.most_decided(inside.weights), "query")
+    query = pick_piece(ctx, ctx.t("lesson.query"), view.src_pieces, ls.most_decided(inside.weights), "query")
     return view, layer, head, query, inside
 
 
@@ -248,25 +289,41 @@ def step_self_attention(ctx: Context) -> None:
     n, dh = inside.q.shape
     st.latex(r"\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right) V")
     st.caption(ctx.t("lesson.self_attention.shapes", n=n, dh=dh))
+    labels, dims = list(ls.piece_options(pieces)), [str(j) for j in range(dh)]
+    for column, (name, matrix) in zip(
+        st.columns(3), (("q", inside.q), ("k", inside.k), ("v", inside.v)), strict=True
+    ):
+        with column:
+            fig = att.matrix_heatmap(matrix, labels, dims, title=ctx.t(f"lesson.self_attention.fig_{name}", n=n, dh=dh),
+                                     value_name=name.upper(), numeric_cols=True)  # fmt: skip
+            fig.update_xaxes(tickvals=[0, dh // 2, dh - 1], ticktext=[0, dh // 2, dh - 1])  # a narrow column
+            chart(axes(fig, ctx, x="dimension"), f"self-attention-{name}")
     left, right = st.columns(2)
     with left:
-        title = ctx.t("lesson.self_attention.fig_weights", layer=layer, head=head)
-        chart(att.attention_heatmap(inside.weights, pieces, pieces, title=title), "self-attention")
+        fig = att.matrix_heatmap(inside.scores, labels, labels, title=ctx.t("lesson.self_attention.fig_scores"),
+                                 value_name="q·k")  # fmt: skip
+        fig.update_xaxes(title_text=att.text("keys", ctx.lang))  # the attention figures' own axis names
+        chart(fig.update_yaxes(title_text=att.text("queries", ctx.lang)), "self-attention-scores")
     with right:
-        row = inside.weights[query]
-        labels = [f"{w:.2f} × V({p})" for w, p in zip(row, pieces, strict=True)]
-        fig = att.matrix_heatmap(
-            ls.weighted_sum_rows(row, inside.v),
-            [*labels, ctx.t("lesson.self_attention.sum_row")],
-            [str(j) for j in range(dh)],
-            title=ctx.t("lesson.self_attention.fig_sum", query=style.escape(pieces[query])),
-            value_name="value",
-        )
-        fig.update_xaxes(showticklabels=False, title_text="d_k")
-        chart(fig, "weighted-sum")
+        title = ctx.t("lesson.self_attention.fig_weights", layer=layer + 1, head=head + 1)
+        fig = att.attention_heatmap(inside.weights, pieces, pieces, title=title, lang=ctx.lang)
+        chart(fig, "self-attention")
+    st.caption(ctx.t("lesson.self_attention.scores_caption", root=f"{dh**0.5:.2f}", dh=dh))
+    row = inside.weights[query]
+    left, right = st.columns([1, 2])
+    formula = " + ".join(f"{w:.2f}·V({escape_markdown(p)})" for w, p in zip(row, pieces, strict=True))
+    left.markdown(
+        ctx.t("lesson.self_attention.row_formula", query=escape_markdown(pieces[query]), formula=formula)
+    )
+    with right:
+        terms = [f"{w:.2f} × V({p})" for w, p in zip(row, pieces, strict=True)]
+        fig = att.matrix_heatmap(ls.weighted_sum_rows(row, inside.v), [*terms, ctx.t("lesson.self_attention.sum_row")],
+                                 dims, title=ctx.t("lesson.self_attention.fig_sum", query=style.escape(pieces[query])),
+                                 value_name="w·V", numeric_cols=True)  # fmt: skip
+        chart(axes(fig, ctx, x="dimension"), "weighted-sum")
         st.caption(ctx.t("lesson.self_attention.sum_caption", query=escape_markdown(pieces[query]), dh=dh))
     question = ls.argmax_question(inside.weights, query, pieces, pieces, "lesson.self_attention.question",
-                                  "lesson.self_attention.reveal", layer=layer, head=head)  # fmt: skip
+                                  "lesson.self_attention.reveal", layer=layer + 1, head=head + 1)  # fmt: skip
     ask(ctx, question, "self_attention")
     link(
         ctx, "pages/attention.py", "attention", view="encoder", tab="Inside one head", layer=layer, head=head
@@ -281,18 +338,19 @@ def step_scaled(ctx: Context) -> None:
     effect = ls.scaling_effect(inside.scores[query], d_k)
     fig = att.matrix_heatmap(
         np.vstack([effect.scaled, effect.unscaled]),
-        [f"softmax(QKᵀ/√{d_k})", "softmax(QKᵀ)"],
+        [f"QKᵀ/√{d_k}", "QKᵀ"],  # short: long tick labels are cut
         view.src_pieces,
         title=ctx.t("lesson.scaled.fig", query=style.escape(view.src_pieces[query]), d_k=d_k),
-        value_name="weight",
+        value_name=att.text("weight", ctx.lang),
         colorscale=style.ATTENTION_SCALE,
         zmin=0.0,
         zmax=1.0,
         show_values=True,
     )
     chart(fig, "scaling")
+    st.caption(ctx.t("lesson.scaled.fig_caption", d_k=d_k))
     st.markdown(ctx.t("lesson.scaled.curve"))
-    curve = att.saturation_figure(saturation_curve())
+    curve = att.saturation_figure(saturation_curve(), lang=ctx.lang)
     chart(curve.update_layout(title_text=ctx.t("lesson.scaled.curve_title")), "saturation")
     ask(ctx, ls.scaling_question(effect, view.src_pieces[query]), "scaled")
     link(
@@ -308,11 +366,15 @@ def step_multi_head(ctx: Context) -> None:
     mh = multi_head(*ctx.key, tuple(view.src_ids), layer)
     h, n, dh = mh.heads.shape
     st.markdown(ctx.t("lesson.multi_head.body", d=cfg.d_model, h=h, dh=dh))
-    chart(att.attention_grid(view.encoder, pieces, pieces, title=ctx.t("lesson.multi_head.fig")), "heads")
+    chart(
+        att.attention_grid(view.encoder, pieces, pieces, title=ctx.t("lesson.multi_head.fig"), lang=ctx.lang),
+        "heads",
+    )
     st.caption(ctx.t("lesson.multi_head.shapes", n=n, dh=dh, hdh=mh.concat.shape[1], d=mh.output.shape[1]))
-    query = pick_piece(ctx, ctx.t("lesson.query"), list(ls.piece_options(pieces)), 0, "mh_query")
+    query = pick_piece(ctx, ctx.t("lesson.query"), pieces, 0, "mh_query")
     where = ", ".join(
-        f"{ctx.t('lesson.head')} {i}: `{pieces[j]}`" for i, j in enumerate(mh.weights[:, query].argmax(-1))
+        f"{ctx.t('lesson.head')} {i + 1}: `{pieces[j]}`"
+        for i, j in enumerate(mh.weights[:, query].argmax(-1))
     )
     st.markdown(ctx.t("lesson.multi_head.per_head", query=escape_markdown(pieces[query]), where=where))
     ask(ctx, ls.multi_head_question(mh, cfg.d_model, cfg.d_ff), "multi_head")
@@ -328,12 +390,11 @@ def step_ffn(ctx: Context) -> None:
     layer, _ = pick_layer_head(ctx, cfg.n_encoder_layers, head=False)
     trace = layer_trace(*ctx.key, tuple(view.src_ids), layer)
     stages = [ctx.t(f"lesson.stage.{s}") for s in trace.stages]
-    fig = att.matrix_heatmap(trace.norms.T, view.src_pieces, stages, title=ctx.t("lesson.ffn.fig", layer=layer),
+    fig = att.matrix_heatmap(trace.norms.T, view.src_pieces, stages, title=ctx.t("lesson.ffn.fig", layer=layer + 1),
                             value_name="‖x‖", colorscale=style.ATTENTION_SCALE, zmin=0.0, show_values=True)  # fmt: skip
     chart(fig, "layer-trace")
-    st.caption(ctx.t("lesson.ffn.caption"))
-    pieces = list(ls.piece_options(view.src_pieces))
-    piece = pick_piece(ctx, ctx.t("lesson.query"), pieces, 0, "ffn_piece")
+    st.caption(ctx.t("lesson.ffn.caption", root=f"{cfg.d_model**0.5:.1f}"))
+    piece = pick_piece(ctx, ctx.t("lesson.query"), view.src_pieces, 0, "ffn_piece")
     ask(ctx, ls.ffn_question(trace, piece, view.src_pieces[piece]), "ffn")
     link(ctx, "pages/attention.py", "attention", view="encoder", layer=layer)
 
@@ -344,12 +405,16 @@ def step_masked(ctx: Context) -> None:
     st.markdown(ctx.t("lesson.masked.body"))
     layer, head = pick_layer_head(ctx, ctx.ck.model_config.n_decoder_layers)
     n = len(view.query_pieces)
-    title = ctx.t("lesson.masked.fig", layer=layer, head=head)
-    fig = att.attention_heatmap(view.decoder[layer, head], view.query_pieces, view.query_pieces,
-                               masked=kinds.future_mask(n, n), title=title)  # fmt: skip
+    title = ctx.t("lesson.masked.fig", layer=layer + 1, head=head + 1)
+    rows = ls.produced_labels(view.output_pieces)
+    fig = att.attention_heatmap(view.decoder[layer, head], rows, view.query_pieces,
+                                masked=kinds.future_mask(n, n), title=title, lang=ctx.lang)  # fmt: skip
     chart(fig, "masked")
-    ask(ctx, ls.masked_question(view.decoder, view.query_pieces[0]), "masked")
+    st.caption(ctx.t("lesson.masked.caption"))
+    ask(ctx, ls.masked_question(view.decoder, view.query_pieces[n // 2]), "masked")
     link(ctx, "pages/attention.py", "attention", view="decoder", layer=layer, head=head)
+    if page_exists(LM_PAGE):  # a decoder-only model (GPT) uses the same mask
+        link(ctx, LM_PAGE, "language_models")
 
 
 def step_cross(ctx: Context) -> None:
@@ -360,12 +425,14 @@ def step_cross(ctx: Context) -> None:
     weights = view.cross[layer].mean(0)  # (T, S)
     rows = ls.produced_labels(view.output_pieces)
     chart(
-        att.attention_heatmap(weights, rows, view.src_pieces, title=ctx.t("lesson.cross.fig", layer=layer)),
+        att.attention_heatmap(
+            weights, rows, view.src_pieces, title=ctx.t("lesson.cross.fig", layer=layer + 1), lang=ctx.lang
+        ),
         "cross",
     )
     step = pick_piece(ctx, ctx.t("lesson.produced"), rows, ls.most_decided(weights), "produced")
     question = ls.argmax_question(weights, step, view.output_pieces, view.src_pieces, "lesson.cross.question",
-                                  "lesson.cross.reveal", layer=layer)  # fmt: skip
+                                  "lesson.cross.reveal", layer=layer + 1)  # fmt: skip
     ask(ctx, question, "cross")
     link(
         ctx,
@@ -383,7 +450,8 @@ def step_training(ctx: Context) -> None:
     cfg = ctx.ck.model_config
     tc = ctx.ck.train_config or TrainConfig()
     eps = tc.label_smoothing
-    st.markdown(ctx.t("lesson.training.body", eps=f"{eps:g}", vocab=cfg.tgt_vocab_size, warmup=tc.warmup))
+    st.markdown(ctx.t("lesson.training.body", eps=f"{eps:g}", vocab=cfg.tgt_vocab_size, warmup=tc.warmup,
+                      factor=f"{tc.lr_factor:g}"))  # fmt: skip
     left, right = st.columns(2)
     with left:
         names = (ctx.t("lesson.training.target_hard"), ctx.t("lesson.training.target_soft", eps=f"{eps:g}"))
@@ -393,7 +461,7 @@ def step_training(ctx: Context) -> None:
         )
         chart(fig, "label-smoothing")
     with right:
-        noam = tfig.noam_figure(cfg.d_model, tc.warmup, tc.lr_factor, tc.steps)
+        noam = tfig.noam_figure(cfg.d_model, tc.warmup, tc.lr_factor, tc.steps, lang=ctx.lang)
         chart(noam.update_layout(title_text=ctx.t("lesson.training.noam_title")), "noam")
     ask(ctx, ls.training_question(cfg.d_model, tc.warmup, tc.lr_factor), "training")
     link(ctx, "pages/train.py", "train")
@@ -405,9 +473,10 @@ def step_decoding(ctx: Context) -> None:
     greedy, beam = greedy_and_beam(*ctx.key, ctx.sentence)
     st.markdown(ctx.t("lesson.decoding.outputs", greedy=escape_markdown(greedy.text), beam=escape_markdown(beam.text),
                       k=BEAM_SIZE))  # fmt: skip
-    comparison = dfig.comparison_figure([greedy, beam])
+    comparison = dfig.comparison_figure([greedy, beam], lang=ctx.lang)
     chart(comparison.update_layout(title_text=ctx.t("lesson.decoding.fig")), "decoding")
-    ask(ctx, ls.decoding_question(greedy.logprob, beam.logprob, BEAM_SIZE), "decoding")
+    same = greedy.pieces == beam.pieces
+    ask(ctx, ls.decoding_question(greedy.logprob, beam.logprob, BEAM_SIZE, same_output=same), "decoding")
     link(ctx, "pages/decoding.py", "decoding")
 
 
@@ -422,10 +491,14 @@ def step_why(ctx: Context) -> None:
         for r in ls.complexity_rows(n, d)
     ]  # fmt: skip
     st.dataframe(table, hide_index=True)
-    placeholder(
-        ctx, "lesson.why.placeholder"
-    )  # PLACEHOLDER(measured-complexity): the measured view goes here
+    names = (ctx.t("lesson.why.row.self_attention") + " n²·d", ctx.t("lesson.why.row.recurrent") + " n·d²")
+    axis = (ctx.t("lesson.axis.length"), ctx.t("lesson.axis.operations"))
+    chart(ls.operations_figure(n, d, names, axis, ctx.t("lesson.why.fig", d=d)), "complexity")
     ask(ctx, ls.why_question(n, d), "why")
+    if page_exists(WHY_PAGE):
+        link(ctx, WHY_PAGE, "why")
+    else:
+        link(ctx, "pages/attention.py", "attention", view="encoder", tab="All heads")
 
 
 STEP_VIEWS = {
@@ -448,15 +521,6 @@ STEP_VIEWS = {
 # ---------------------------------------------------------------------------------------------
 
 
-def lesson_lang() -> str:
-    """The language: the URL's ?lang= (seeded into state), else the browser's locale, else English."""
-    state = st.session_state
-    if state.get("lang") not in i18n.LANGS:
-        raw = st.query_params.get("lang")
-        state["lang"] = raw if raw in i18n.LANGS else i18n.language_from_locale(st.context.locale)
-    return state["lang"]
-
-
 def _move(delta: int) -> None:
     """Previous / next step."""
     state = st.session_state
@@ -464,20 +528,20 @@ def _move(delta: int) -> None:
 
 
 def main() -> None:
-    """Language, sentence, table of contents, then the chosen step."""
+    """Sentence, table of contents, then the chosen step, in the language the sidebar picked."""
     state = st.session_state
-    lang = lesson_lang()
-    head, toggle = st.columns([4, 1], vertical_alignment="bottom")
-    toggle.segmented_control(i18n.t("lang.label", lang), i18n.LANGS, key="lang", required=True,
-                             format_func=i18n.LANG_NAMES.get, persist_state=session.PERSIST)  # fmt: skip
-    lang = state["lang"]
-    head.title(i18n.t("lesson.title", lang))
+    lang = session.lang()  # chosen with the sidebar's toggle (app.py)
+    st.title(i18n.t("lesson.title", lang))
     st.markdown(i18n.t("lesson.intro", lang))
     loaded = loading.current_checkpoint()
     if loaded is None:
         session.sync_url(KEYS)
         return
     choice, ck = loaded
+    if ck.model_config.architecture != "transformer":  # the lesson takes a Transformer apart
+        st.info(i18n.t("lesson.needs_transformer", lang, name=choice.key), icon=":material/info:")
+        session.sync_url(KEYS)
+        return
     key = (str(choice.path), catalogue.checkpoint_stamp(choice.path))
     loading.offer_examples(choice, ck)
     st.text_input(i18n.t("lesson.sentence", lang), key="sentence", persist_state=session.PERSIST)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -10,7 +11,7 @@ import streamlit as st
 from pages import _loading as loading
 from pages import _state as session
 from pages import _widgets as widgets
-from visformer import recipes
+from visformer import i18n, recipes
 from visformer.classroom import catalogue, jobs
 from visformer.classroom.hosting import BusyError, HostedLimits
 from visformer.classroom.inputs import checkpoint_name, parse_uploaded_parallel, parse_uploaded_tsv
@@ -19,25 +20,33 @@ from visformer.data import Pair
 from visformer.download import DATA_ENV, SHARED_DATA
 from visformer.explain import training as tfig
 from visformer.explain import views as sup
+from visformer.models import SEQ2SEQ_ARCHITECTURES
 from visformer.tasks import TASKS
 
 session.ensure_frame()
 
-SOURCES = ["Built-in task", "Upload a corpus", "Corpus on disk"]
+SOURCES = ["Built-in task", "Upload a corpus", "Corpus on disk"]  # values (URL-stable); shown through tr()
+SOURCE_KEYS = dict(
+    zip(SOURCES, ("train.source.task", "train.source.upload", "train.source.disk"), strict=True)
+)
+UPLOAD_KINDS = ["Two aligned files", "One TSV file"]
+UPLOAD_KEYS = dict(zip(UPLOAD_KINDS, ("train.upload.two", "train.upload.tsv"), strict=True))
+ARCHITECTURES = [a for a in SEQ2SEQ_ARCHITECTURES if a != "rnn-dot"]  # rnn-dot: Luong without W, not offered
 SIZES = [*recipes.PRESETS, "custom"]
 BATCH_TOKENS = [256, 512, 1024, 2048, 4096, 8192]
 STEP_OPTIONS = [10, 20, 50, 100, 200, 300, 400, 600, 800, 1000, 1500, 2000, 3000, 5000, 10_000, 20_000]
 WARMUP_OPTIONS = [1, 10, 20, 50, 100, 200, 300, 500, 1000, 2000, 4000]
 POLL_SECONDS = 1.0
-STATE_TEXT = {
-    jobs.PREPARING: "Preparing data, tokenizer and model…",
-    jobs.RUNNING: "Training…",
-    jobs.STOPPING: "Stopping after the current step…",
-    jobs.SAVING: "Saving the checkpoint…",
+STATE_KEYS = {
+    jobs.PREPARING: "train.state.preparing",
+    jobs.RUNNING: "train.state.running",
+    jobs.STOPPING: "train.state.stopping",
+    jobs.SAVING: "train.state.saving",
 }
 DEFAULTS = {
     "train_source": SOURCES[0],
     "train_task": "copy",
+    "train_arch": "transformer",
     "train_upload_kind": "Two aligned files",
     "train_vocab": 1000,
     "train_size": "tiny",
@@ -57,6 +66,12 @@ DEFAULTS = {
 # ---------------------------------------------------------------------------------------------
 
 
+def shown(key_of: Callable[[str], str]) -> Callable[[str], str]:
+    """A format_func that shows an option in this run's language (fixed now: AppTest calls it after the run)."""
+    lang = session.lang()
+    return lambda option: i18n.t(key_of(option), lang)
+
+
 def data_roots() -> list[Path]:
     """Folders searched for corpora on disk: $VISFORMER_DATA, then ../shared/data."""
     import os
@@ -71,13 +86,13 @@ def corpora() -> list[jobs.DiskCorpus]:
     return [c for root in data_roots() for c in jobs.find_corpora(root)]
 
 
-@st.cache_data(max_entries=8, show_spinner="Reading the corpus…")
+@st.cache_data(max_entries=8, show_spinner=False)
 def disk_pairs(corpus: jobs.DiskCorpus, _limits: HostedLimits, max_lines: int) -> list[Pair]:
     """Pairs of a corpus on disk (keyed on the corpus and the line limit)."""
     return jobs.read_corpus(corpus, _limits)
 
 
-@st.cache_data(max_entries=8, show_spinner="Reading your files…")
+@st.cache_data(max_entries=8, show_spinner=False)
 def upload_pairs(files: tuple[tuple[str, bytes], ...], _limits: HostedLimits, max_bytes: int) -> list[Pair]:
     """Pairs of uploaded files: one TSV or two aligned files (clear errors on bad files)."""
     if len(files) == 1:
@@ -89,8 +104,9 @@ def upload_pairs(files: tuple[tuple[str, bytes], ...], _limits: HostedLimits, ma
 
 def preview(pairs: list[Pair], n: int = 3) -> None:
     """How many pairs and the first few."""
-    st.success(f"{len(pairs):,} sentence pairs.")
-    st.dataframe(pd.DataFrame([{"source": p.src, "target": p.tgt} for p in pairs[:n]]), hide_index=True)
+    st.success(session.tr("train.pairs", n=f"{len(pairs):,}"))
+    rows = [{session.tr("train.col.source"): p.src, session.tr("train.col.target"): p.tgt} for p in pairs[:n]]
+    st.dataframe(pd.DataFrame(rows), hide_index=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -100,21 +116,24 @@ def preview(pairs: list[Pair], n: int = 3) -> None:
 
 def source_settings(limits: HostedLimits) -> tuple[recipes.DataSource | None, str]:
     """What to learn: (data source or None when not ready, a short name for the checkpoint)."""
-    kind = st.radio(
-        "What to learn", SOURCES, key="train_source", persist_state=session.PERSIST, horizontal=True
-    )
+    kind = st.radio(session.tr("train.source"), SOURCES, key="train_source", persist_state=session.PERSIST,
+                    horizontal=True, format_func=shown(SOURCE_KEYS.get))  # fmt: skip
     if kind == SOURCES[0]:
-        task = st.selectbox("Task", list(TASKS), key="train_task", persist_state=session.PERSIST)
-        st.caption(TASKS[task].description)
+        task = st.selectbox(
+            session.tr("train.task"), list(TASKS), key="train_task", persist_state=session.PERSIST
+        )
+        st.caption(session.tr(f"train.task.{task}"))
         return recipes.TaskSource(task), task
     vocab_high = min(8000, limits.max_vocab_size)
     st.session_state["train_vocab"] = sup.clamp(st.session_state["train_vocab"], 300, vocab_high)
     if kind == SOURCES[1]:
-        pairs, name = upload_settings(limits)
+        with st.spinner(session.tr("train.reading_upload")):
+            pairs, name = upload_settings(limits)
     else:
-        pairs, name = disk_settings(limits)
-    st.slider("Vocabulary size (SentencePiece, shared by both languages)", 300, vocab_high, step=100,
-              key="train_vocab", persist_state=session.PERSIST)  # fmt: skip
+        with st.spinner(session.tr("train.reading_corpus")):
+            pairs, name = disk_settings(limits)
+    st.slider(session.tr("train.vocab"), 300, vocab_high, step=100, key="train_vocab",
+              persist_state=session.PERSIST)  # fmt: skip
     if pairs is None:
         return None, name
     return recipes.PairsSource(name, tuple(pairs), vocab_size=st.session_state["train_vocab"]), name
@@ -122,28 +141,28 @@ def source_settings(limits: HostedLimits) -> tuple[recipes.DataSource | None, st
 
 def upload_settings(limits: HostedLimits) -> tuple[list[Pair] | None, str]:
     """Uploaded pairs (None until valid files are given) and their name."""
-    form = st.radio("Format", ["Two aligned files", "One TSV file"], key="train_upload_kind", horizontal=True,
-                    persist_state=session.PERSIST)  # fmt: skip
+    form = st.radio(session.tr("train.format"), UPLOAD_KINDS, key="train_upload_kind", horizontal=True,
+                    persist_state=session.PERSIST, format_func=shown(UPLOAD_KEYS.get))  # fmt: skip
     mb = limits.max_upload_bytes // 2**20
-    if form == "One TSV file":
-        st.caption(f"One pair per line: source<TAB>target (extra columns are ignored). At most {mb} MB.")
-        upload = st.file_uploader("TSV file", key="train_tsv", max_upload_size=mb)
+    if form == UPLOAD_KINDS[1]:
+        st.caption(session.tr("train.upload.tsv_help", mb=mb))
+        upload = st.file_uploader(session.tr("train.upload.tsv_file"), key="train_tsv", max_upload_size=mb)
         files = (upload,) if upload is not None else ()
         wanted = 1
     else:
-        st.caption(f"Line i of the source file translates line i of the target file. At most {mb} MB each.")
+        st.caption(session.tr("train.upload.two_help", mb=mb))
         left, right = st.columns(2)
-        src = left.file_uploader("Source sentences", key="train_src_file", max_upload_size=mb)
-        tgt = right.file_uploader("Target sentences", key="train_tgt_file", max_upload_size=mb)
+        src = left.file_uploader(session.tr("train.upload.src"), key="train_src_file", max_upload_size=mb)
+        tgt = right.file_uploader(session.tr("train.upload.tgt"), key="train_tgt_file", max_upload_size=mb)
         files = tuple(f for f in (src, tgt) if f is not None)
         wanted = 2
     if len(files) < wanted:
-        st.info("Upload the file(s) to continue.")
+        st.info(session.tr("train.upload.wait"))
         return None, "corpus"
     try:
         pairs = upload_pairs(tuple((f.name, f.getvalue()) for f in files), limits, limits.max_upload_bytes)
     except ValueError as exc:
-        st.error(str(exc))
+        st.error(str(exc))  # names the file first ("train.en: …"): not capitalised
         return None, "corpus"
     preview(pairs)
     return pairs, Path(files[0].name).stem
@@ -153,46 +172,73 @@ def disk_settings(limits: HostedLimits) -> tuple[list[Pair] | None, str]:
     """Pairs of a corpus found on disk (None when there is none) and its name."""
     found = corpora()
     if not found:
-        st.info(
-            f"No corpus found in {', '.join(str(r) for r in data_roots())}. Set {DATA_ENV} to a folder of corpora."
-        )
+        st.info(session.tr("train.no_corpus", roots=", ".join(str(r) for r in data_roots()), env=DATA_ENV))
         return None, "corpus"
     names = [c.name for c in found]
     if st.session_state.get("train_corpus") not in names:
         st.session_state["train_corpus"] = names[0]
-    name = st.selectbox("Corpus", names, key="train_corpus", persist_state=session.PERSIST)
+    name = st.selectbox(session.tr("train.corpus"), names, key="train_corpus", persist_state=session.PERSIST)
     try:
         pairs = disk_pairs(found[names.index(name)], limits, limits.max_upload_lines)
     except ValueError as exc:
-        st.error(str(exc))
+        st.error(str(exc))  # names the file first ("train.en: …"): not capitalised
         return None, "corpus"
     preview(pairs)
     return pairs, name.split("/")[0]
 
 
-def size_settings(limits: HostedLimits) -> recipes.ModelSize:
+def architecture_settings(source: recipes.DataSource | None) -> str:
+    """The Transformer, or for a built-in task a GRU seq2seq without attention or with Bahdanau / Luong attention."""
+    if not isinstance(source, recipes.TaskSource):
+        return "transformer"
+    state = st.session_state
+    if state.get("train_arch") not in ARCHITECTURES:
+        state["train_arch"] = "transformer"
+    arch = st.radio(session.tr("train.arch"), ARCHITECTURES, key="train_arch", persist_state=session.PERSIST,
+                    horizontal=True, format_func=shown(lambda a: f"train.arch.{a}"),
+                    help=session.tr("train.arch.help"))  # fmt: skip
+    st.caption(session.tr(f"train.arch.{arch}.about"))
+    return arch
+
+
+def size_text(size: recipes.ModelSize, arch: str) -> str:
+    """'d_model 64, 4 heads, 2+1 layers, d_ff 128' (a GRU model: d_model and layers only)."""
+    if arch == "transformer":
+        return session.tr("train.size.transformer", d=size.d_model, h=size.n_heads, enc=size.n_layers,
+                          dec=size.decoder_layers, ff=size.d_ff)  # fmt: skip
+    return session.tr("train.size.rnn", d=size.d_model, enc=size.n_layers, dec=size.decoder_layers)
+
+
+def size_settings(limits: HostedLimits, arch: str) -> recipes.ModelSize:
     """A preset or custom model size (custom sizes are bounded by the limits)."""
     state = st.session_state
-    preset = st.radio("Model size", SIZES, key="train_size", persist_state=session.PERSIST, horizontal=True)
+    preset = st.radio(session.tr("train.size"), SIZES, key="train_size", persist_state=session.PERSIST,
+                      horizontal=True, format_func=shown(lambda s: f"train.size.{s}"))  # fmt: skip
     if preset != "custom":
         size = recipes.PRESETS[preset]
-        st.caption(f"d_model {size.d_model}, {size.n_heads} heads, {size.n_layers}+{size.decoder_layers} layers, "
-                   f"d_ff {size.d_ff}")  # fmt: skip
+        st.caption(size_text(size, arch))
         return size
-    heads = [h for h in (1, 2, 4, 8, 16) if h <= limits.max_heads]
-    if state["train_heads"] not in heads:
-        state["train_heads"] = heads[-1]
     c1, c2 = st.columns(2)
-    h = c1.select_slider("Heads h", heads, key="train_heads", persist_state=session.PERSIST)
+    if arch == "transformer":
+        heads = [h for h in (1, 2, 4, 8, 16) if h <= limits.max_heads]
+        if state["train_heads"] not in heads:
+            state["train_heads"] = heads[-1]
+        h = c1.select_slider(
+            session.tr("train.heads"), heads, key="train_heads", persist_state=session.PERSIST
+        )
+    else:
+        h = 8  # a GRU has no heads: d_model in steps of 16, each encoder direction gets d_model / 2
     d_high = max(h * 2, min(512, limits.max_d_model) // (2 * h) * 2 * h)
     state["train_d_model"] = sup.clamp(state["train_d_model"] // (2 * h) * (2 * h), 2 * h, d_high)
     d_model = c2.slider("d_model", 2 * h, d_high, step=2 * h, key="train_d_model", persist_state=session.PERSIST,
-                        help="A multiple of 2h, so every head gets an even d_k = d_model / h.")  # fmt: skip
+                        help=session.tr("train.d_model_help" if arch == "transformer" else "train.d_model_help_rnn"))  # fmt: skip
     state["train_layers"] = sup.clamp(state["train_layers"], 1, min(6, limits.max_layers))
-    layers = c1.slider("Layers (each side)", 1, min(6, limits.max_layers), key="train_layers",
+    layers = c1.slider(session.tr("train.layers"), 1, min(6, limits.max_layers), key="train_layers",
                        persist_state=session.PERSIST)  # fmt: skip
     ff_high = min(2048, limits.max_d_ff)
     state["train_d_ff"] = sup.clamp(state["train_d_ff"] // 16 * 16, 16, ff_high)
+    if arch != "transformer":
+        return recipes.ModelSize(d_model, 1, layers, state["train_d_ff"])  # heads and d_ff unused by a GRU
     d_ff = c2.slider("d_ff", 16, ff_high, step=16, key="train_d_ff", persist_state=session.PERSIST)
     return recipes.ModelSize(d_model, h, layers, d_ff)
 
@@ -208,20 +254,29 @@ def schedule_settings(limits: HostedLimits, d_model: int) -> TrainConfig:
     left, right = st.columns([1, 1.3])
     with left:
         steps = st.select_slider(
-            "Training steps", step_options, key="train_steps", persist_state=session.PERSIST
+            session.tr("train.steps"), step_options, key="train_steps", persist_state=session.PERSIST
         )
-        warmup = st.select_slider("Warm-up steps", WARMUP_OPTIONS, key="train_warmup", persist_state=session.PERSIST,
-                                  help="The paper used 4000 for 100k steps; short runs need a short warm-up.")  # fmt: skip
+        warmup = st.select_slider(session.tr("train.warmup"), WARMUP_OPTIONS, key="train_warmup",
+                                  persist_state=session.PERSIST, help=session.tr("train.warmup_help"))  # fmt: skip
         factor = st.slider(
-            "Learning-rate factor", 0.1, 5.0, step=0.1, key="train_factor", persist_state=session.PERSIST
+            session.tr("train.lr_factor"),
+            0.1,
+            5.0,
+            step=0.1,
+            key="train_factor",
+            persist_state=session.PERSIST,
         )
         c1, c2 = st.columns(2)
         batch = c1.select_slider(
-            "Batch (tokens)", BATCH_TOKENS, key="train_batch", persist_state=session.PERSIST
+            session.tr("train.batch"), BATCH_TOKENS, key="train_batch", persist_state=session.PERSIST
         )
-        seed = c2.number_input("Seed", 0, 2**31 - 1, key="train_seed", persist_state=session.PERSIST)
+        seed = c2.number_input(
+            session.tr("train.seed"), 0, 2**31 - 1, key="train_seed", persist_state=session.PERSIST
+        )
     with right:
-        widgets.chart(tfig.noam_figure(d_model, warmup, factor, steps), "noam-schedule", key="noam")
+        widgets.chart(
+            tfig.noam_figure(d_model, warmup, factor, steps, lang=session.lang()), "noam-schedule", key="noam"
+        )
     return TrainConfig(
         steps=steps, warmup=warmup, lr_factor=factor, max_tokens=batch, seed=int(seed), threads=1,
         log_every=max(1, steps // 100), eval_every=max(1, steps // 5), eval_examples=100,
@@ -239,7 +294,7 @@ def start(spec: recipes.RunSpec, limits: HostedLimits, root: Path) -> None:
         jobs.REGISTRY.start(session.session_id(), spec, limits, root)
         st.session_state["_train_polling"] = True
     except (BusyError, ValueError) as exc:
-        st.session_state["_train_error"] = str(exc)
+        st.session_state["_train_error"] = session.capitalised(str(exc))
 
 
 def open_checkpoint(key: str) -> None:
@@ -257,67 +312,97 @@ def progress_view() -> None:
     if not p.active and state.get("_train_polling"):
         state["_train_polling"] = False
         st.rerun()  # the whole page: the new checkpoint appears in the sidebar and polling stops
-    st.subheader(f"Run “{job.spec.name}”")
+    spec = job.spec
+    st.subheader(session.tr("train.run", name=spec.name))
+    st.caption(run_text(spec, p.n_parameters))
     if p.active:
-        st.progress(p.fraction, text=f"{STATE_TEXT[p.state]} step {p.step:,} of {p.total_steps:,}")
-        st.button("Stop", key="train_stop", icon=":material/stop_circle:", on_click=job.stop,
-                  help="End after the current step and save what was learned.")  # fmt: skip
+        st.progress(p.fraction, text=session.tr("train.progress", state=session.tr(STATE_KEYS[p.state]),
+                                                step=f"{p.step:,}", total=f"{p.total_steps:,}"))  # fmt: skip
+        st.button(session.tr("train.stop"), key="train_stop", icon=":material/stop_circle:", on_click=job.stop,
+                  help=session.tr("train.stop_help"))  # fmt: skip
     if p.history:
         last = p.history[-1]
         m = st.columns(5)
-        m[0].metric("Step", f"{p.step:,} / {p.total_steps:,}")
-        m[1].metric("Loss", f"{last.loss:.3f}")
-        m[2].metric("Learning rate", f"{last.lr:.2e}")
-        m[3].metric("Tokens / s", f"{last.tokens_per_s:,.0f}")
-        m[4].metric("Time", f"{p.elapsed_s:,.0f} s")
+        m[0].metric(session.tr("train.metric.step", total=f"{p.total_steps:,}"), f"{p.step:,}")
+        m[1].metric(
+            session.tr("train.metric.loss"), f"{last.loss:.3f}", help=session.tr("train.metric.loss_help")
+        )
+        m[2].metric(session.tr("train.metric.lr"), f"{last.lr:.2e}")
+        m[3].metric(session.tr("train.metric.speed"), f"{last.tokens_per_s:,.0f}")
+        m[4].metric(session.tr("train.metric.time"), f"{p.elapsed_s:,.0f} s")
         evals = p.evals
         widgets.chart(
             tfig.curves_figure(
                 [h.step for h in p.history], [h.loss for h in p.history], [h.lr for h in p.history],
                 valid_steps=[e.step for e in evals], valid_losses=[e.valid_loss for e in evals],
-                total_steps=p.total_steps,
+                total_steps=p.total_steps, label_smoothing=spec.train.label_smoothing, dropout=spec.dropout,
+                lang=session.lang(),
             ),
             "training-curves", key="train-curves",
         )  # fmt: skip
+        st.caption(
+            session.tr("train.curves_caption", eps=f"{spec.train.label_smoothing:g}", p=f"{spec.dropout:g}")
+        )
         if evals:
-            examples_view(evals[-1])
+            examples_view(evals[-1], spec.train.stop_at_exact_match)
     if not p.active:
-        finished_view(p, job.spec.name)
+        finished_view(p, spec)
 
 
-def examples_view(ev) -> None:
-    """The model's current outputs on a few validation sentences."""
+def run_text(spec: recipes.RunSpec, n_parameters: int) -> str:
+    """What this run trains: architecture, size and parameters (counted on the model once it is built)."""
+    params = session.tr("train.run_params", n=f"{n_parameters:,}") if n_parameters else ""
+    return session.tr("train.run_about", arch=session.tr(f"train.arch.{spec.architecture}"),
+                      size=size_text(spec.size, spec.architecture), params=params)  # fmt: skip
+
+
+def examples_view(ev, target: float | None) -> None:
+    """The model's current outputs on a few validation sentences, with the scores the stop rule reads."""
     scores = []
     if ev.exact_match is not None:
-        scores.append(f"exact match {ev.exact_match:.0%}")
+        scores.append(session.tr("train.exact_match", value=tfig.share_text(ev.exact_match)))
+        if target is not None:
+            scores.append(session.tr("train.stop_rule", target=tfig.share_text(target)))
     if ev.alignment_score is not None:
-        scores.append(f"best head's alignment {ev.alignment_score:.0%}")
+        scores.append(session.tr("train.alignment", value=tfig.share_text(ev.alignment_score)))
     if ev.bleu is not None:
         scores.append(f"BLEU {ev.bleu:.1f}")
-    st.markdown(f"**Outputs at step {ev.step:,}** (validation loss {ev.valid_loss:.3f}" +
-                "".join(f", {s}" for s in scores) + ")")  # fmt: skip
-    rows = [{"source": s, "reference": r, "model output": o or "(empty)"} for s, r, o in ev.samples]
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    valid = session.tr("train.valid_loss", value=f"{ev.valid_loss:.3f}")
+    st.markdown(session.tr("train.outputs_at", step=f"{ev.step:,}", scores=", ".join([valid, *scores])))
+    cols = [session.tr("train.col.source"), session.tr("train.col.reference"), session.tr("train.col.output")]
+    rows = [dict(zip(cols, (s, r, o or session.tr("train.empty")), strict=True)) for s, r, o in ev.samples]
+    st.dataframe(pd.DataFrame(rows, columns=cols), hide_index=True, width="stretch")
 
 
-def finished_view(p: jobs.Progress, name: str) -> None:
-    """The outcome: where the checkpoint is and buttons to open it."""
+def finished_view(p: jobs.Progress, spec: recipes.RunSpec) -> None:
+    """The outcome: why the run ended, where the checkpoint is and buttons to open it."""
     if p.state == jobs.FAILED and p.checkpoint is None:
-        st.error(f"Training failed: {p.message}")
+        st.error(session.tr("train.failed", message=p.message))
         return
     if p.checkpoint is None:
-        st.info(p.message or "Nothing was saved.")
+        st.info(session.tr("train.nothing_saved"))
         return
     key = catalogue.USER_PREFIX + p.checkpoint.name
-    text = (
-        f"Saved as **{p.checkpoint.name}** after {p.step:,} steps; it is in the sidebar's checkpoint picker."
-    )
-    (st.warning if p.state == jobs.FAILED else st.success)(f"{p.message}. {text}" if p.message else text)
+    saved = session.tr("train.saved", name=p.checkpoint.name, step=f"{p.step:,}")
+    if p.state == jobs.FAILED:
+        st.warning(session.tr("train.failed_saved", message=session.capitalised(p.message), saved=saved))
+    elif p.reason:
+        target = spec.train.stop_at_exact_match
+        why = session.tr(f"train.reason.{p.reason}", step=f"{p.step:,}",
+                         target=tfig.share_text(target) if target is not None else "")  # fmt: skip
+        st.success(f"{why} {saved}")
+    else:
+        st.success(saved)
     c1, c2 = st.columns(2)
-    if c1.button("Open it on the Attention page", key="train_open", on_click=open_checkpoint, args=(key,),
+    page, label = (
+        ("attention", "train.open_attention")
+        if spec.architecture == "transformer"
+        else ("decoding", "train.open_decoding")
+    )
+    if c1.button(session.tr(label), key="train_open", on_click=open_checkpoint, args=(key,),
                  icon=":material/grid_view:", type="primary"):  # fmt: skip
-        st.switch_page("pages/attention.py")
-    if c2.button("Replay its attention timeline", key="train_open_timeline", on_click=open_checkpoint, args=(key,),
+        st.switch_page(f"pages/{page}.py")
+    if c2.button(session.tr("train.open_timeline"), key="train_open_timeline", on_click=open_checkpoint, args=(key,),
                  icon=":material/movie:"):  # fmt: skip
         st.switch_page("pages/timeline.py")
 
@@ -332,23 +417,19 @@ def fast_recipe(
         )
         n_params = jobs.check_spec(spec, limits, source.vocab_size)
     except ValueError as exc:
-        where.caption(f"Fast recipe not available here: {exc}")
+        where.caption(session.tr("train.fast.unavailable", problem=str(exc)))
         return
-    size = spec.size
     target = spec.train.stop_at_exact_match
-    stop_rule = f"stops at the first evaluation with {target:.1%} held-out exact match" if target else ""
+    stop_rule = session.tr("train.fast.stop_rule", target=tfig.share_text(target)) if target else ""
     if where.button(
-        "Fast recipe", key="train_fast", icon=":material/bolt:", disabled=not ready,
-        help=f"Ignore the settings above and use the benchmark's recipe (pre-LN, no dropout, Noam "
-        f"{spec.train.warmup} × {spec.train.lr_factor}); it {stop_rule}, about half a minute for the reverse "
-        "task on a laptop.",
+        session.tr("train.fast"), key="train_fast", icon=":material/bolt:", disabled=not ready,
+        help=session.tr("train.fast.help", warmup=spec.train.warmup, factor=f"{spec.train.lr_factor:g}",
+                        stop_rule=stop_rule),
     ):  # fmt: skip
         start(spec, limits, root)
         st.rerun()
-    where.caption(
-        f"Fast recipe: d_model {size.d_model}, {size.n_heads} heads, {size.n_layers}+{size.decoder_layers} layers, "
-        f"d_ff {size.d_ff}; {n_params:,} parameters; saved as **{spec.name}**."
-    )
+    where.caption(session.tr("train.fast.caption", size=size_text(spec.size, spec.architecture),
+                             n=f"{n_params:,}", name=spec.name))  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -363,40 +444,40 @@ def main() -> None:
         state.setdefault(name, value)
     limits = loading.limits()
     root = loading.user_root()
-    st.title("Train")
-    st.markdown(
-        "Train a small Transformer with the paper's recipe (Adam, the Noam schedule, label smoothing). "
-        "Training runs in the background: switch pages, come back, stop it whenever you like."
-    )
+    st.title(session.tr("train.title"))
+    st.markdown(session.tr("train.intro"))
     job = jobs.REGISTRY.get(session.session_id())
     busy = job is not None and job.active
     left, right = st.columns(2)
     with left:
         source, default_name = source_settings(limits)
     with right:
-        size = size_settings(limits)
-    st.markdown("##### Schedule")
+        arch = architecture_settings(source)
+        size = size_settings(limits, arch)
+    st.markdown("##### " + session.tr("train.schedule"))
     config = schedule_settings(limits, size.d_model)
     state.setdefault("train_name", "")
     c1, c2 = st.columns([2, 1])
-    raw_name = c1.text_input("Checkpoint name", key="train_name", placeholder=f"{default_name}-{state['train_size']}",
+    short = "" if arch == "transformer" else f"-{arch}"
+    default = f"{default_name}{short}-{state['train_size']}"
+    raw_name = c1.text_input(session.tr("train.name"), key="train_name", placeholder=default,
                              persist_state=session.PERSIST)  # fmt: skip
     problem = None
     try:
-        name = checkpoint_name(raw_name or f"{default_name}-{state['train_size']}")
+        name = checkpoint_name(raw_name or default)
         if source is not None:
-            n_params = jobs.check_spec(recipes.RunSpec(name, source, size, config), limits, source.vocab_size)
-            c2.metric("Parameters", f"≈ {n_params:,}")
+            spec = recipes.RunSpec(name, source, size, config, architecture=arch)
+            n_params = jobs.check_spec(spec, limits, source.vocab_size)
+            c2.metric(session.tr("train.params"), f"≈ {n_params:,}", help=session.tr("train.params_help"))
     except ValueError as exc:
-        problem = str(exc)
+        problem = session.capitalised(str(exc))
         st.error(problem)
     ready = source is not None and problem is None and not busy
-    if c2.button(
-        "Start training", key="train_start", type="primary", icon=":material/play_arrow:", disabled=not ready
-    ):
-        start(recipes.RunSpec(name, source, size, config), limits, root)
+    if c2.button(session.tr("train.start"), key="train_start", type="primary", icon=":material/play_arrow:",
+                 disabled=not ready):  # fmt: skip
+        start(recipes.RunSpec(name, source, size, config, architecture=arch), limits, root)
         st.rerun()
-    if isinstance(source, recipes.TaskSource):
+    if isinstance(source, recipes.TaskSource) and arch == "transformer":
         fast_recipe(c2, source, raw_name, config.seed, limits, root, ready)
     if state.get("_train_error"):
         st.error(state.pop("_train_error"))

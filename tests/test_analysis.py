@@ -147,3 +147,85 @@ def test_softmax_saturates_without_scaling() -> None:
     unscaled, scaled = an.saturation_example(512)
     assert unscaled.max() > scaled.max()
     assert unscaled.sum() == pytest.approx(1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Which head to open first, where one word looks, how sure the model was
+# ---------------------------------------------------------------------------------------------
+
+
+def test_informative_head_is_the_sharpest_head_not_parked_on_a_fixed_key() -> None:
+    n = 5
+    uniform = np.full((n, n), 1 / n)
+    parked = np.zeros((n, n))
+    parked[:, -1] = 1.0  # every query on </s>: one-hot, but trivial
+    shifted = np.roll(np.eye(n), 1, axis=1) * 0.9 + 0.1 / n  # sharp, on another piece each time
+    stack = np.stack([[uniform, parked], [shifted, uniform]])  # (2 layers, 2 heads, q, k)
+    pick = an.informative_head(stack, "encoder")
+    assert (pick.layer, pick.head) == (1, 0) and not pick.all_trivial
+    assert pick.sharpness == pytest.approx(an.normalized_entropy(shifted))
+    assert an.parked_head(parked, "encoder") and not an.parked_head(shifted, "encoder")
+    only_parked = an.informative_head(np.stack([[parked, np.eye(n)]]), "encoder")
+    assert only_parked.all_trivial  # every head parked: still a pick, and it says so
+
+
+def test_normalized_entropy_counts_only_visible_keys() -> None:
+    causal = np.tril(np.ones((4, 4)))
+    causal /= causal.sum(axis=1, keepdims=True)  # uniform over what each row may see
+    assert an.normalized_entropy(causal, kinds.future_mask(4, 4)) == pytest.approx(1.0)
+    assert an.normalized_entropy(np.eye(3)) == pytest.approx(0.0)
+    assert an.informative_head(causal[None, None], "decoder").sharpness == pytest.approx(1.0)
+
+
+def test_top_keys_skip_and_counts() -> None:
+    rows = np.array([[0.5, 0.3, 0.2], [0.1, 0.1, 0.8]])  # two heads, query 0 of three keys
+    stack = np.zeros((1, 2, 2, 3))
+    stack[0, :, 0] = rows
+    top = an.top_keys(stack, 0)
+    assert top.index.tolist() == [[0, 2]] and top.weight.tolist() == [[0.5, 0.8]]
+    skipped = an.top_keys(stack, 0, skip=(0, 2))
+    assert skipped.index.tolist() == [[1, 1]] and skipped.weight.tolist() == [[0.3, 0.1]]  # the real weights
+    assert skipped.counts() == {1: 2}
+    assert an.top_keys(stack, 0, skip=(0, 1, 2)).index.tolist() == [[0, 2]]  # nothing left: skip ignored
+    with pytest.raises(ValueError):
+        an.top_keys(stack, 5)
+    averaged = an.with_head_average(stack)
+    assert averaged.shape == (1, 3, 2, 3) and np.allclose(averaged[0, 2, 0], rows.mean(0))
+
+
+def test_pronouns_and_the_output_position_that_reads_a_source_word() -> None:
+    assert an.pronoun_position(["▁The", "▁animal", "▁because", "▁it", "▁was", "</s>"]) == 3
+    assert an.pronoun_position(["▁Das", "▁Tier", "▁weil", "▁es", "</s>"]) == 3
+    assert an.pronoun_position(["▁강아지가", "▁그것을", "▁먹었다"]) == 1
+    assert an.pronoun_position(["▁a", "▁dog", "</s>"]) is None
+    assert an.pronoun_position(["▁Italy"]) is None  # a whole piece, not a prefix
+    cross = np.zeros((2, 2, 3, 4))  # (layers, heads, T, S)
+    cross[:, :, 1, 2] = 0.9
+    assert an.attending_position(cross, 2) == 1
+
+
+def test_step_probabilities_are_the_model_probabilities_of_the_chosen_tokens() -> None:
+    from visformer.decoding import translate
+    from visformer.tasks import task_tokenizer
+
+    tok = task_tokenizer("reverse")
+    model = Transformer(tiny_config(src_vocab_size=tok.vocab_size, tgt_vocab_size=tok.vocab_size)).eval()
+    result = translate(model, tok, tok, "a b c", "greedy")
+    probs = an.step_probabilities(result)
+    assert probs.shape == (len(result.tgt_ids),) and ((probs > 0) & (probs <= 1)).all()
+    src = torch.tensor([result.src_ids])  # (1, S)
+    tgt = torch.tensor([result.decoder_input_ids])  # (1, T)
+    with torch.no_grad():
+        logits = model(src, tgt).logits.float()[0]  # (T, V) teacher-forced
+    logits[:, [model.config.pad_id, tok.bos_id]] = -math.inf  # decoding never offers padding or <s>
+    logp = torch.log_softmax(logits, dim=-1)
+    expected = logp.gather(1, torch.tensor(result.tgt_ids)[:, None]).exp().squeeze(1).numpy()
+    assert np.allclose(probs, expected, atol=1e-4)
+    assert [an.confidence_level(p) for p in (0.05, 0.29, 0.3, 0.59, 0.6, 1.0)] == [0, 0, 1, 1, 2, 2]
+
+
+def test_target_rows_are_named_by_the_token_they_produce() -> None:
+    src, inputs, produced = ["▁a", "</s>"], ["<s>", "▁Zwei"], ["▁Zwei", "▁Hunde"]
+    assert kinds.CROSS.axis_labels(src, inputs, produced) == (["→ ▁Zwei", "→ ▁Hunde"], src)
+    assert kinds.DECODER.axis_labels(src, inputs, produced) == (["→ ▁Zwei", "→ ▁Hunde"], inputs)
+    assert kinds.ENCODER.axis_labels(src, inputs, produced) == (src, src)

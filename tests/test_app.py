@@ -24,6 +24,7 @@ APP = str(Path(__file__).resolve().parents[1] / "app.py")
 ATTENTION = "pages/attention.py"
 PE = "pages/positional_encoding.py"
 TIMEOUT = 120  # seconds per script run: generous for a shared 2-core machine, not a performance limit
+ATTENTION_TABS = list(dict.fromkeys([*sup.ATTENTION_TABS, "Follow a word"]))  # the Attention page's tabs
 
 # ---------------------------------------------------------------------------------------------
 # Fixtures: a tiny toy-task checkpoint (2 layers, 2 heads) in a temporary "shipped" folder
@@ -116,19 +117,20 @@ def markdown(at: AppTest, start: str) -> str:
 
 
 def test_attention_page_renders_translation_and_every_view(env) -> None:
-    at = run_app()
+    at = run_app(layer="0", head="0")
     assert at.title[0].value == "Attention"
     assert markdown(at, "Source pieces").endswith("`</s>`")
     assert at.sidebar.selectbox(key="checkpoint").value == "tiny-reverse"
     assert any("Device" in c.value for c in at.sidebar.caption)
-    assert any("Multi30k" in c.value and "Tatoeba" in c.value for c in at.sidebar.caption)
-    assert [t.label for t in at.tabs] == list(sup.ATTENTION_TABS)
+    credits = [m.value for e in at.sidebar.expander if e.label == "Credits and terms" for m in e.markdown]
+    assert any("Multi30k" in m for m in credits) and any("Tatoeba" in m for m in credits)
+    assert [t.label for t in at.tabs] == ATTENTION_TABS
     names = []
-    for tab in sup.ATTENTION_TABS:
+    for tab in ATTENTION_TABS:
         names += [title(s) for s in specs(open_tab(at, tab))]
         assert at.query_params.get("tab", sup.ATTENTION_TABS[0]) == tab
     for expected in (
-        "Cross · layer 0 · head 0",
+        "Cross · layer 1 · head 1",  # layers and heads counted from 1 on screen
         "mean of 2 heads",
         "every layer and head",
         "Producing",
@@ -139,7 +141,7 @@ def test_attention_page_renders_translation_and_every_view(env) -> None:
     ):
         assert any(expected in n for n in names), (expected, names)
     grid = chart_by_title(open_tab(at, "All heads"), "Cross-attention (decoder → encoder): every layer")
-    assert len([t for t in grid["data"] if t["type"] == "heatmap"]) == 2 * 2  # layers × heads of this model
+    assert len([t for t in grid["data"] if t["type"] == "heatmap"]) == 2 * (2 + 1)  # layers × (heads + mean)
 
 
 def test_only_the_open_tab_is_computed(env) -> None:
@@ -149,27 +151,27 @@ def test_only_the_open_tab_is_computed(env) -> None:
 
 
 def test_typing_a_sentence_changes_translation_and_charts(env) -> None:
-    at = run_app()
-    before = chart_by_title(at, "Cross · layer 0 · head 0")
+    at = run_app(layer="0", head="0")
+    before = chart_by_title(at, "Cross · layer 1 · head 1")
     at.text_input(key="sentence").input("a b c").run()
     assert not at.exception
     assert markdown(at, "Source pieces") == "Source pieces: `a` `b` `c` `</s>`"
-    after = chart_by_title(at, "Cross · layer 0 · head 0")
+    after = chart_by_title(at, "Cross · layer 1 · head 1")
     assert after["layout"]["xaxis"]["ticktext"] == ["a", "b", "c", "&lt;/s&gt;"]
     assert after["data"][0]["z"] != before["data"][0]["z"]
     assert at.query_params["sentence"] == "a b c"
 
 
 def test_changing_view_layer_and_head_changes_the_heatmap(env) -> None:
-    at = run_app(sentence="a b c d")
-    first = chart_by_title(at, "Cross · layer 0")["data"][0]["z"]
-    at.slider(key="layer").set_value(1).run()
-    at.slider(key="head").set_value(1).run()
-    spec = chart_by_title(at, "Cross · layer 1 · head 1")
+    at = run_app(sentence="a b c d", layer="0", head="0")
+    first = chart_by_title(at, "Cross · layer 1")["data"][0]["z"]
+    at.select_slider(key="layer").set_value(1).run()
+    at.select_slider(key="head").set_value(1).run()
+    spec = chart_by_title(at, "Cross · layer 2 · head 2")
     assert spec["data"][0]["z"] != first
     at.radio(key="view").set_value("decoder").run()
     assert not at.exception
-    spec = chart_by_title(at, "Decoder self (masked) · layer 1 · head 1")
+    spec = chart_by_title(at, "Decoder self (masked) · layer 2 · head 2")
     z = array(spec["data"][0]["z"])
     assert np.isnan(z[np.triu_indices(len(z), 1)]).all()  # future cells are empty, not zero ...
     assert any(t.get("fillpattern", {}).get("shape") == "/" for t in spec["data"])  # ... and hatched
@@ -177,8 +179,9 @@ def test_changing_view_layer_and_head_changes_the_heatmap(env) -> None:
 
 
 def test_ablating_a_head_shows_a_new_translation_beside_the_original(env) -> None:
-    at = open_tab(run_app(sentence="a b c d"), "Ablation")
+    at = open_tab(run_app(sentence="a b c d", layer="0", head="0"), "Ablation")
     assert any(m.value.startswith("**0 heads off:**") for m in at.markdown)
+    assert any("weights are still computed and drawn" in i.value for i in at.info)
     original = [title(s) for s in specs(at)]
     at.multiselect(key="ablate").select("e0.0").select("c1.1").run()
     assert not at.exception
@@ -186,19 +189,19 @@ def test_ablating_a_head_shows_a_new_translation_beside_the_original(env) -> Non
     assert any(m.value.startswith("**Original:**") for m in at.markdown)
     assert at.success or at.warning  # says whether the translation changed
     assert at.query_params["ablate"] == "c1.1,e0.0"
-    assert chart_by_title(at, "Cross · layer 0 · head 0")  # the selected head is still on ...
+    assert chart_by_title(at, "Cross · layer 1 · head 1")  # the selected head is still on ...
     next(b for b in at.button if b.label == "Switch off this head").click().run()
     assert at.multiselect(key="ablate").value == ["c0.0", "c1.1", "e0.0"]  # ... until the button
-    assert any(title(s) == "Cross · layer 0 · head 0 (switched off)" for s in specs(at))
+    assert any(title(s) == "Cross · layer 1 · head 1 (switched off)" for s in specs(at))
     assert len(specs(at)) == len(original)
 
 
 def test_every_slider_on_the_attention_page_changes_what_is_shown(env) -> None:
     at = open_tab(run_app(sentence="a b c d e"), "Step through generation")
     step_before = chart_by_title(at, "Producing")
-    at.slider(key="step").set_value(2).run()
+    at.select_slider(key="step").set_value(2).run()
     step_after = chart_by_title(at, "Producing")
-    assert step_after["data"][0]["y"] != step_before["data"][0]["y"] or title(step_after) != title(
+    assert step_after["data"][0]["x"] != step_before["data"][0]["x"] or title(step_after) != title(
         step_before
     )
     assert ":orange-background" in markdown(at, "Output:")
@@ -229,12 +232,12 @@ def test_url_parameters_restore_a_view(env) -> None:
         sentence="c a b", view="decoder", layer="1", head="1", tab="Step through generation", step="2"
     )
     assert at.text_input(key="sentence").value == "c a b"
-    assert at.slider(key="step").value == 2
-    assert any(title(s).startswith("Producing") and title(s).endswith("layer 1, head 1") for s in specs(at))
+    assert at.select_slider(key="step").value == 2
+    assert any(title(s).startswith("Producing") and title(s).endswith("layer 2 · head 2") for s in specs(at))
     at = run_app(sentence="c a b", view="decoder", layer="1", head="1", ablate="d0.1", dk="16", stat="last")
     assert at.radio(key="view").value == "decoder"
-    assert at.slider(key="layer").value == 1 and at.slider(key="head").value == 1
-    assert title(chart_by_title(at, "Decoder self (masked) · layer 1 · head 1"))
+    assert at.select_slider(key="layer").value == 1 and at.select_slider(key="head").value == 1
+    assert title(chart_by_title(at, "Decoder self (masked) · layer 2 · head 2"))
     assert open_tab(at, "Ablation").multiselect(key="ablate").value == ["d0.1"]
     assert open_tab(at, "Inside one head").select_slider(key="dk").value == 16
     assert open_tab(at, "Head statistics").radio(key="stat").value == "last"
@@ -256,8 +259,8 @@ def test_invalid_url_parameters_fall_back_to_defaults(env) -> None:
     )
     assert at.sidebar.selectbox(key="checkpoint").value == "tiny-reverse"
     assert at.radio(key="view").value == "cross"
-    assert at.slider(key="layer").value == 0
-    assert at.slider(key="head").value == 1  # clipped to the last head of this model
+    assert at.select_slider(key="layer").value == 0
+    assert at.select_slider(key="head").value == 1  # clipped to the last head of this model
     assert at.multiselect(key="ablate").value == []  # e9.9 does not exist in this model
     at = run_app(tab="nonsense", dk="3")
     assert at.session_state["tab"] == "One head"
@@ -270,12 +273,12 @@ def test_invalid_url_parameters_fall_back_to_defaults(env) -> None:
 
 def test_state_survives_a_page_switch(env) -> None:
     at = run_app(sentence="b c d")
-    at.slider(key="layer").set_value(1).run()
+    at.select_slider(key="layer").set_value(1).run()
     at.switch_page(PE).run()
     at.switch_page(ATTENTION).run()
     assert not at.exception
     assert at.text_input(key="sentence").value == "b c d"
-    assert at.slider(key="layer").value == 1
+    assert at.select_slider(key="layer").value == 1
 
 
 def test_no_checkpoint_is_a_message_not_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -431,6 +434,7 @@ def test_example_sentences_follow_the_checkpoint_language() -> None:
     assert example_text.language_pair("x", {"src_lang": "fr", "tgt_lang": "en"}) == ("fr", "en")
     assert example_text.example_sentences("tatoeba-ko-en")[0] == example_text.EXAMPLES["ko"][0]
     assert example_text.example_sentences("multi30k-de-en") == example_text.EXAMPLES["de"]
-    assert example_text.example_sentences("whatever") == example_text.EXAMPLES["en"]
+    lecture = example_text.LECTURE_EXAMPLES["en"]  # the lecture's examples follow the model's own
+    assert example_text.example_sentences("whatever") == [*example_text.EXAMPLES["en"], *lecture]
     reverse = example_text.example_sentences("reverse", task="reverse")
     assert reverse and all(set(s.split()) <= set("abcdefghijklmnopqrstuvwxyz") for s in reverse)

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from urllib.parse import parse_qs
 
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -91,7 +92,12 @@ def test_the_language_comes_from_the_url_else_the_browser_locale() -> None:
     assert open_lesson(lang="ko").title[0].value == i18n.t("lesson.title", "ko")
     at = open_lesson()
     assert at.title[0].value == i18n.t("lesson.title", "en")  # AppTest's browser has no Korean locale
-    at.button_group(key="lang").set_value("ko").run()
+    assert not at.main.get("button_group"), "one language toggle only: the sidebar's (app.py)"
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.run()  # the sidebar's toggle, picked on the first page, holds on the lesson
+    at.button_group(key="frame_lang").set_value("ko").run()
+    at.switch_page(LESSON).run()
+    assert not at.exception, [e.value for e in at.exception]
     assert at.title[0].value == i18n.t("lesson.title", "ko")
     assert param(at, "lang") == "ko"
 
@@ -110,6 +116,25 @@ def test_the_right_answer_is_praised_and_a_wrong_one_corrected() -> None:
             assert at.error[0].value.startswith("Not this time")
         question = next(r for r in at.radio if r.key.startswith("lq_"))
     assert weights_answer is not None, "no option was accepted as the answer"
+
+
+def test_the_praised_answer_is_what_the_model_computes(roots) -> None:  # noqa: F811 (fixture)
+    from visformer.checkpoint import load_checkpoint
+    from visformer.classroom.inputs import escape_markdown
+    from visformer.decoding import translate
+
+    at = open_lesson(lang="en", lesson_step="9", sentence="a b c d")
+    ck = load_checkpoint(roots[0] / "tiny-reverse")
+    result = translate(ck.model, ck.src_tokenizer, ck.tgt_tokenizer, "a b c d", "greedy")
+    view = sup.translation_view(result, ck.tgt_tokenizer, "a b c d")
+    weights = view.cross[0].mean(0)  # layer 1 (the slider's start), mean of the heads: (T, S)
+    row = ls.most_decided(weights)  # the output piece the step opens on
+    expected = int(np.argmax(weights[row]))
+    question = next(r for r in at.radio if r.key.startswith("lq_"))
+    assert list(question.options) == [escape_markdown(p) for p in ls.piece_options(view.src_pieces)]
+    question.set_value(expected).run()
+    next(b for b in at.button if b.key == f"{question.key}_reveal").click().run()
+    assert at.success and not at.error, "the model's own argmax was not accepted as the answer"
 
 
 def test_each_step_links_to_its_full_page_with_the_same_sentence() -> None:
@@ -144,6 +169,44 @@ def test_the_korean_model_shows_the_lectures_example_in_the_self_attention_step(
     at.toggle(key="lesson_example").set_value(False).run()
     pieces = "".join(str(o) for r in at.selectbox for o in r.options)
     assert "디어" not in pieces
+
+
+@pytest.mark.skipif(
+    not (SHIPPED / "tatoeba-ko-en").is_dir(), reason="the shipped Korean model is not in this tree"
+)
+def test_another_model_offers_the_korean_model_with_the_lectures_example(monkeypatch) -> None:
+    monkeypatch.setenv("VISFORMER_CHECKPOINTS", str(SHIPPED))
+    at = open_lesson(lang="ko", lesson_step="4", checkpoint="multi30k-en-de")
+    assert not at.toggle, "an English source model has no lecture example to toggle"
+    at.button(key="lesson_to_korean").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state["checkpoint"] == "tatoeba-ko-en"
+    assert at.session_state["sentence"] == ls.LECTURE_EXAMPLE
+    assert at.toggle(key="lesson_example").value is True
+    assert param(at, "checkpoint") == "tatoeba-ko-en" and param(at, "lesson_step") == "4"
+
+
+def test_a_checkpoint_that_is_not_a_transformer_gets_one_message(tmp_path, monkeypatch) -> None:
+    import torch
+
+    from visformer.checkpoint import save_checkpoint
+    from visformer.classroom import catalogue
+    from visformer.config import ModelConfig
+    from visformer.models import build_model
+    from visformer.tasks import task_tokenizer
+
+    torch.manual_seed(0)
+    tok = task_tokenizer("reverse")
+    cfg = ModelConfig(src_vocab_size=tok.vocab_size, tgt_vocab_size=tok.vocab_size, d_model=16, n_heads=2,
+                      n_encoder_layers=1, n_decoder_layers=1, d_ff=32, dropout=0.0, max_len=24,
+                      architecture="rnn-bahdanau")  # fmt: skip
+    save_checkpoint(tmp_path / "tiny-rnn", build_model(cfg).eval(), tok, tok, task="reverse")
+    monkeypatch.setenv("VISFORMER_CHECKPOINTS", str(tmp_path))
+    monkeypatch.setattr(catalogue, "_shown", catalogue.list_checkpoints)  # as once the pages list RNNs too
+    for lang in i18n.LANGS:
+        at = open_lesson(lang=lang, checkpoint="tiny-rnn", lesson_step="6")
+        assert [m.value for m in at.info] == [i18n.t("lesson.needs_transformer", lang, name="tiny-rnn")]
+        assert not at.header, "no step is drawn for a model without encoder layers"
 
 
 def test_the_url_schema_knows_every_step_and_language() -> None:

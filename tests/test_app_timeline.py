@@ -109,7 +109,8 @@ def test_slider_replays_the_attention_maps(env) -> None:  # noqa: F811 (fixture 
 def test_layer_head_and_kind_change_the_map(env) -> None:  # noqa: F811 (fixture imported above)
     at = open_page(TIMELINE, "toy-copy")
     cross = z_array(chart_specs(at)[0]["data"][0])
-    at.slider(key="head").set_value(1).run()
+    other = 1 - at.select_slider(key="head").value  # the other of the two heads
+    at.select_slider(key="head").set_value(other).run()
     assert not np.allclose(z_array(chart_specs(at)[0]["data"][0]), cross)
     at.toggle(key="tl_average").set_value(True).run()
     assert "average of heads" in chart_specs(at)[0]["layout"]["title"]["text"]
@@ -141,9 +142,10 @@ def test_url_parameters_restore_the_timeline(env) -> None:  # noqa: F811 (fixtur
     link = dict(checkpoint="toy-copy", tl_probe="1", view="decoder", layer="0", head="1", tl_step="3")
     at = open_link(TIMELINE, **link)
     assert at.selectbox(key="tl_probe").value == 1 and at.radio(key="view").value == "decoder"
-    assert at.slider(key="head").value == 1 and at.select_slider(key="tl_step").value == 3
+    assert at.select_slider(key="head").value == 1 and at.select_slider(key="tl_step").value == 3
     spec = chart_specs(at)[0]
-    assert spec["layout"]["title"]["text"] == "Decoder masked self-attention · layer 0 · head 1"
+    title = spec["layout"]["title"]["text"]
+    assert title == "Decoder masked self-attention · layer 1 · head 2"  # counted from 1
     assert spec["layout"]["annotations"][0]["text"] == "attention at step 3"
     probe = at.selectbox(key="tl_probe").format_func(1).split()
     assert spec["layout"]["xaxis"]["ticktext"] == ["&lt;s&gt;", *probe]  # the second probe's map (copy task)

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import time
+from pathlib import Path
+
 import pytest
 
 from bench.bench_class import (
     VIEWING,
     Run,
+    Sample,
+    Sampler,
     StudentReport,
     check_picker,
     kind_rows,
@@ -15,6 +21,7 @@ from bench.bench_class import (
     run_level,
     section,
 )
+from bench.bench_soak import curve_rows
 
 
 def test_percentile_and_the_picker_check() -> None:
@@ -47,3 +54,29 @@ def test_the_server_is_sampled_and_identical_work_is_measured(level) -> None:
     assert level.shared is not None and level.shared.first_s > 0 and level.shared.second_s > 0
     text = section([level], 0.1, 10)
     assert level_row(level) in text and all(row in text for row in kind_rows(level))
+
+
+def test_the_sampler_reads_what_the_server_writes_to_its_probe(tmp_path: Path) -> None:
+    probe = tmp_path / "probe"
+    probe.write_text("3 7\n")
+    with Sampler(os.getpid(), every_s=0.01, probe=probe) as sampler:
+        for _ in range(1000):  # a bound on waits, not a time limit
+            if len(sampler.samples) >= 2:
+                break
+            time.sleep(0.01)
+    assert len(sampler.samples) >= 2 and all(s.held == (3, 7) for s in sampler.samples)
+    assert sampler.samples[0].threads >= 2 and sampler.samples[0].rss_mib > 10  # this process and its sampler
+
+
+def test_the_soak_curve_has_one_row_per_interval_with_what_the_server_held() -> None:
+    samples = [
+        Sample(0.0, 0.0, 100.0, 5, 0.5, (1, 2)),
+        Sample(30.0, 1.0, 101.0, 5, 0.7, ()),  # inside the interval: no row
+        Sample(60.0, 3.0, 102.0, 6, 1.0, (2, 3)),
+        Sample(70.0, 3.5, 102.0, 6, 1.0, ()),  # the last sample always gets a row; no probe reading: "?"
+    ]
+    assert curve_rows(samples, 60.0) == [
+        "| 0.0 | 100 | 5 | 1 | 2 | 0 % | 0.50 |",
+        "| 1.0 | 102 | 6 | 2 | 3 | 5 % | 1.00 |",
+        "| 1.2 | 102 | 6 | ? | ? | 5 % | 1.00 |",
+    ]

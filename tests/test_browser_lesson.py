@@ -6,10 +6,19 @@ artifacts/screenshots/lesson-ko-NN.png (look at them: Hangul must render, in the
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
-from tests.test_browser import SHOTS, WAIT_MS, _wait_until_idle, browser, server  # noqa: F401 (fixtures)
-from tests.test_browser_pages import page  # noqa: F401 (fixture: a fresh tab after the frame has loaded)
+from tests.test_browser import (  # noqa: F401 (fixtures)
+    REPO,
+    VIEWPORT,
+    WAIT_MS,
+    _check_and_shoot,
+    _wait_until_idle,
+    browser,
+    server,
+)
 from visformer import i18n
 from visformer.checkpoint import list_checkpoints
 from visformer.explain import lesson as ls
@@ -19,27 +28,38 @@ pytestmark = pytest.mark.browser
 
 def _korean_checkpoint() -> str:
     """The shipped Korean→English model when present (the lecture's example), else the server's default."""
-    from tests.test_browser import REPO
-
     names = [p.name for p in list_checkpoints(REPO / "checkpoints")]
     return "tatoeba-ko-en" if "tatoeba-ko-en" in names else ""
 
 
-def test_every_lesson_step_in_korean_in_chromium(server: str, page) -> None:  # noqa: F811
-    tab = page
+@pytest.fixture
+def tab(server: str, browser) -> Iterator[tuple[object, list[str]]]:  # noqa: F811
+    """A fresh tab (a fresh Streamlit session) once the frame has run on this server, and its JS errors."""
+    page = browser.new_page(viewport=VIEWPORT)
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(server + "/", wait_until="domcontentloaded", timeout=WAIT_MS)  # st.navigation registers pages
+    page.locator('[data-testid="stSidebar"]').wait_for(timeout=WAIT_MS)
+    _wait_until_idle(page)
+    yield page, errors
+    page.close()
+
+
+def test_every_lesson_step_in_korean_in_chromium(server: str, tab) -> None:  # noqa: F811
+    page, errors = tab
     checkpoint = _korean_checkpoint()
-    SHOTS.mkdir(parents=True, exist_ok=True)
     for step, name in enumerate(ls.STEPS, start=1):
         query = f"lang=ko&lesson_step={step}" + (f"&checkpoint={checkpoint}" if checkpoint else "")
-        tab.goto(f"{server}/lesson?{query}", wait_until="domcontentloaded", timeout=WAIT_MS)
-        tab.get_by_role("heading", name=i18n.t(f"lesson.{name}.title", "ko")).wait_for(timeout=WAIT_MS)
-        _wait_until_idle(tab)
-        tab.get_by_role("button", name=i18n.t("lesson.reveal", "ko")).click()
+        page.goto(f"{server}/lesson?{query}", wait_until="domcontentloaded", timeout=WAIT_MS)
+        page.get_by_role("heading", name=i18n.t(f"lesson.{name}.title", "ko")).wait_for(timeout=WAIT_MS)
+        _wait_until_idle(page)
+        page.get_by_role("button", name=i18n.t("lesson.reveal", "ko")).click()
         feedback = i18n.t("lesson.no_guess", "ko", answer="").split("**")[0].strip()
-        tab.get_by_text(feedback).first.wait_for(timeout=WAIT_MS)  # the computed answer is shown
-        _wait_until_idle(tab)
-        tab.wait_for_timeout(800)  # plotly finishes drawing
-        boxes = tab.locator('[data-testid="stException"]')
-        assert boxes.count() == 0, boxes.first.inner_text()
-        tab.screenshot(path=str(SHOTS / f"lesson-ko-{step:02d}.png"), full_page=True)
-        assert "lang=ko" in tab.url
+        page.get_by_text(feedback).first.wait_for(timeout=WAIT_MS)  # the computed answer is shown
+        _wait_until_idle(page)
+        page.wait_for_timeout(800)  # plotly finishes drawing
+        assert (
+            page.locator(".js-plotly-plot").count() + page.locator('[data-testid="stDataFrame"]').count() > 0
+        )
+        _check_and_shoot(page, f"lesson-ko-{step:02d}", errors)  # whole page, no exception box, no JS error
+        assert "lang=ko" in page.url

@@ -49,7 +49,7 @@ def page(server: str, browser):  # noqa: F811
     tab.goto(
         server + "/", wait_until="domcontentloaded", timeout=WAIT_MS
     )  # st.navigation registers the pages
-    tab.wait_for_selector(".js-plotly-plot", timeout=WAIT_MS)
+    tab.wait_for_selector(".js-plotly-plot", state="attached", timeout=WAIT_MS)
     yield tab
     tab.close()
     assert not errors, errors

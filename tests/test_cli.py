@@ -110,3 +110,56 @@ def test_python_dash_m_entry_point(reverse_ckpt: Path) -> None:
         [sys.executable, "-m", "visformer", "translate"], cwd=root, capture_output=True, text=True
     )
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_idle_cores_leaves_busy_cores_to_other_work() -> None:
+    from visformer.utils import idle_cores
+
+    assert idle_cores(cores=2, load=2.2) == 1  # two training runs in the background: one thread
+    assert idle_cores(cores=2, load=0.1) == 2  # an idle laptop uses both cores
+    assert idle_cores(cores=16, load=5.6) == 10 and idle_cores(cores=4, load=40.0) == 1
+
+
+@pytest.mark.parametrize("command", ["translate", "evaluate"])
+def test_translate_and_evaluate_document_threads(command: str, capsys) -> None:
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--threads N|auto" in text and "auto (default)" in text and "load average" in text
+
+
+def test_evaluate_and_translate_run_on_the_free_cores_and_restore_the_threads(
+    reverse_ckpt: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    import os
+
+    import torch
+
+    import visformer.cli as cli
+
+    seen: list[int] = []
+    original = cli.translate_all
+
+    def spy(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(cli, "translate_all", spy)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(os, "getloadavg", lambda: (2.3, 2.0, 1.5))  # a 2-core machine with other work
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        (tmp_path / "src.txt").write_text("a b c\nd e\n")
+        (tmp_path / "ref.txt").write_text("c b a\ne d\n")
+        files = ["--src", str(tmp_path / "src.txt"), "--ref", str(tmp_path / "ref.txt")]
+        assert main(["evaluate", "--checkpoint", str(reverse_ckpt), *files, "--json", "--no-progress"]) == 0
+        assert json.loads(capsys.readouterr().out.strip().split("\n")[-1])["threads"] == 1
+        assert main(["translate", "--checkpoint", str(reverse_ckpt), "a b", "--threads", "2"]) == 0
+        assert seen == [1, 2] and torch.get_num_threads() == 2  # the caller's count comes back
+    finally:
+        torch.set_num_threads(before)
+    for bad in ("0", "-1", "many"):
+        with pytest.raises(SystemExit):
+            main(["translate", "--checkpoint", str(reverse_ckpt), "a", "--threads", bad])
+        assert "expected a positive number or 'auto'" in capsys.readouterr().err

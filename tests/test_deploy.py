@@ -15,7 +15,15 @@ import pytest
 
 from bench.bench_class import Script, drive_class
 from bench.bench_load import free_port, make_shipped_checkpoint, server_env
-from deploy.launch import NGINX, nginx_config, start_app, start_nginx, stop_process
+from deploy.launch import (
+    NGINX,
+    app_command,
+    nginx_config,
+    start_app,
+    start_nginx,
+    stop_process,
+    streamlit_args,
+)
 
 UPSTREAM = "X-Visformer-Upstream"
 
@@ -47,6 +55,15 @@ def test_the_config_lists_every_app_process_and_the_listen_address() -> None:
     ]
     assert "listen 127.0.0.1:9999;" in text and "# @listen" not in text and "# @servers" not in text
     assert "proxy_set_header Upgrade $http_upgrade;" in text and "hash $visformer_route consistent;" in text
+
+
+def test_each_app_process_preloads_then_serves_without_a_full_gc_after_every_run() -> None:
+    assert app_command(9001)[1:] == ["-m", "deploy.launch", "--serve", "--", *streamlit_args(9001)]
+    args = streamlit_args(9001, "0.0.0.0")
+    assert args[:2] == ["run", str(Path(__file__).resolve().parents[1] / "app.py")]
+    assert [args[args.index(flag) + 1] for flag in ("--server.port", "--server.address", "--runner.postScriptGC")] == [
+        "9001", "0.0.0.0", "false",
+    ]  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -64,9 +64,10 @@ def test_attention_grid_has_one_panel_per_layer_and_head(layers: int, heads: int
     assert len(heats) == layers * heads
     assert all(np.isnan(np.asarray(h.z, dtype=float)[masked]).all() for h in heats)
     titles = [a.text for a in fig.layout.annotations]
-    assert f"head {heads - 1}" in titles and f"layer {layers - 1}" in titles
+    assert f"head {heads}" in titles and f"layer {layers}" in titles  # counted from 1
+    assert "head 0" not in titles and "layer 0" not in titles
     assert len(fig.layout.shapes) == 1  # the highlighted head
-    assert "layer 0, head 0" in heats[0].hovertemplate
+    assert "layer 1, head 1" in heats[0].hovertemplate
 
 
 def test_metric_heatmap_and_step_figure_shapes() -> None:
@@ -74,7 +75,7 @@ def test_metric_heatmap_and_step_figure_shapes() -> None:
     assert np.asarray(fig.data[0].z).shape == (2, 3)
     assert list(fig.layout.xaxis.tickvals) == [0, 1, 2]
     bars = fg.step_figure(np.array([0.2, 0.8]), ["Ein", "</s>"], title="step 1")
-    assert list(bars.layout.xaxis.ticktext) == ["Ein", "&lt;/s&gt;"]
+    assert list(bars.layout.yaxis.ticktext) == ["Ein", "&lt;/s&gt;"]  # tokens upright, one per row
     with pytest.raises(ValueError):
         fg.step_figure(np.array([1.0]), ["a", "b"])
 
@@ -116,3 +117,93 @@ def test_inside_head_figures() -> None:
 def test_chart_config_names_the_png() -> None:
     cfg = style.chart_config("pe-heatmap")
     assert cfg["toImageButtonOptions"] == {"format": "png", "filename": "pe-heatmap", "scale": 2}
+
+
+# ---------------------------------------------------------------------------------------------
+# Attention figures: head average in the grid, long sentences, 1-based numbering, word grid, confidence
+# ---------------------------------------------------------------------------------------------
+
+
+def test_attention_grid_can_end_each_layer_with_the_mean_of_its_heads() -> None:
+    stack = np.random.default_rng(2).random((2, 3, 4, 4))
+    fig = fg.attention_grid(stack, list("abcd"), list("abcd"), average=True, highlight=(1, 2))
+    heats = _heatmaps(fig)
+    assert len(heats) == 2 * (3 + 1)
+    titles = [a.text for a in fig.layout.annotations]
+    assert "mean" in titles and "head 3" in titles and "layer 2" in titles
+    assert np.allclose(np.asarray(heats[3].z, dtype=float), stack[0].mean(axis=0))  # layer 1's last panel
+    assert np.allclose(np.asarray(heats[7].z, dtype=float), stack[1].mean(axis=0))
+    assert "mean" in heats[7].hovertemplate
+
+
+@pytest.mark.parametrize("script", ["latin", "hangul"])
+def test_sixty_four_tokens_stay_legible(script: str) -> None:
+    n = 64
+    words = (
+        [f"▁word{i}" for i in range(n)] if script == "latin" else [f"▁강아지가먹었다{i}" for i in range(n)]
+    )
+    w = an.softmax(np.random.default_rng(3).standard_normal((n, n)))
+    fig = fg.attention_heatmap(w, words, words)
+    assert fig.layout.xaxis.tickangle == -90  # upright column labels: they do not run into each other
+    assert fig.layout.xaxis.tickfont.size <= 11 and fig.layout.yaxis.tickfont.size <= 11
+    assert fig.layout.height >= 17 * n  # each row gets at least 17 px, more than the 10-11 px font
+    bottom, top = fig.layout.xaxis, fig.layout.xaxis2  # every other key named at the top: twice the room
+    assert list(bottom.tickvals) == list(range(0, n, 2)) and list(top.tickvals) == list(range(1, n, 2))
+    assert top.side == "top" and top.matches == "x" and top.tickangle == -90
+    named = dict(zip([*bottom.tickvals, *top.tickvals], [*bottom.ticktext, *top.ticktext], strict=True))
+    assert sorted(named) == list(range(n))  # every token still named (cut ones in full on hover)
+    assert named[3] == fg.short_label(words[3]) and all(len(t) <= fg.LABEL_CHARS for t in named.values())
+    assert np.asarray(fig.data[0].customdata)[0, 1][1] == words[1]
+    short = fg.attention_heatmap(w[:5, :5], words[:5], words[:5])
+    assert short.layout.xaxis.tickangle == -45 and short.layout.xaxis.tickfont.size == 13
+
+
+def test_head_dimensions_are_ticked_on_round_steps() -> None:
+    dims = [str(j + 1) for j in range(64)]
+    fig = fg.matrix_heatmap(np.ones((3, 64)), ["a", "b", "c"], dims, numeric_cols=True)
+    assert list(fig.layout.xaxis.tickvals) == list(range(0, 64, 8))
+    assert list(fig.layout.xaxis.ticktext) == ["1", "9", "17", "25", "33", "41", "49", "57"]
+    assert fig.layout.xaxis.tickangle == 0
+    assert fg.numeric_ticks(5) == [0, 1, 2, 3, 4]
+
+
+def test_metric_and_word_grids_count_layers_and_heads_from_one() -> None:
+    fig = fg.metric_heatmap(np.arange(6.0).reshape(2, 3), value_name="entropy")
+    assert list(fig.layout.xaxis.ticktext) == ["1", "2", "3"] and list(fig.layout.yaxis.ticktext) == [
+        "1",
+        "2",
+    ]
+    assert "layer %{customdata[1]}, head %{customdata[0]}" in fig.data[0].hovertemplate
+    assert np.asarray(fig.data[0].customdata)[1, 2].tolist() == [3, 2]  # (head, layer) of the last cell
+    words = np.array([["▁animal", "</s>", "▁it"], ["▁street", "▁animal", "▁animal"]], dtype=object)
+    weights = np.array([[0.6, 0.2, 0.4], [0.3, 0.7, 0.5]])
+    grid = fg.top_word_grid(words, weights, title="t")
+    assert list(grid.layout.xaxis.ticktext) == ["1", "2", "mean"]
+    assert np.asarray(grid.data[0].text)[0, 1] == "&lt;/s&gt;"  # escaped, or plotly drops it as a tag
+    assert "%{text}" in grid.data[0].texttemplate and np.allclose(np.asarray(grid.data[0].z), weights)
+    with pytest.raises(ValueError):
+        fg.top_word_grid(words, weights[:, :2])
+
+
+def test_confidence_strip_colours_each_piece_by_its_probability() -> None:
+    pieces = [f"▁w{i}" for i in range(12)]
+    probs = np.linspace(0.05, 0.95, 12)
+    fig = fg.confidence_strip(pieces, probs, per_row=5)
+    z = np.asarray(fig.data[0].z, dtype=float)
+    assert z.shape == (3, 5)  # 12 pieces wrapped 5 to a line
+    assert z.ravel()[:12].tolist() == [an.confidence_level(p) for p in probs]
+    assert np.isnan(z.ravel()[12:]).all()
+    assert "5%" in np.asarray(fig.data[0].text)[0, 0]
+    with pytest.raises(ValueError):
+        fg.confidence_strip(pieces, probs[:3])
+
+
+def test_figure_text_follows_the_language() -> None:
+    w = np.full((2, 2), 0.5)
+    ko = fg.attention_heatmap(w, ["a", "b"], ["a", "b"], lang="ko")
+    assert ko.layout.yaxis.title.text == "쿼리" and ko.layout.xaxis.title.text.startswith("키")
+    grid = fg.attention_grid(w[None, None], ["a", "b"], ["a", "b"], average=True, lang="ko")
+    assert {"헤드 1", "평균", "레이어 1"} <= {a.text for a in grid.layout.annotations}
+    assert fg.softmax_bars(np.ones(3) / 3, np.ones(3) / 3, 8, lang="ko").layout.title.text.startswith(
+        "무작위"
+    )

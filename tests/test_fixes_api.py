@@ -135,3 +135,18 @@ def test_top_k_sampling_refuses_k_0_and_the_app_offers_k_from_1() -> None:
         get_strategy("top-k")(model, torch.tensor([[5, 6, 3]]), top_k=0, seed=0)
     assert sup.VIEW_PARAMS[sup.decoding_param_key("top-k", "top_k")].lo == 1
     assert get_strategy("sample")(model, torch.tensor([[5, 6, 3]]), top_k=0, seed=0).params["top_k"] == 0
+
+
+@pytest.mark.parametrize("name", [b"abc\xff", b"abc\n", b"..", b".hidden"])
+def test_cli_average_refuses_an_out_name_outside_the_character_set(
+    text_checkpoint: Path, tmp_path: Path, name: bytes
+) -> None:
+    done = _cli("average", str(text_checkpoint), "--out", os.fsencode(tmp_path) + b"/" + name)
+    assert done.returncode == 2 and done.stderr.startswith(b"error: invalid checkpoint name")
+    assert done.stderr.count(b"\n") == 1 and list(tmp_path.iterdir()) == []
+
+
+def test_cli_os_errors_are_one_line(text_checkpoint: Path, tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("not a folder")
+    done = _cli("average", str(text_checkpoint), "--out", str(tmp_path / "a-file" / "avg"))
+    assert done.returncode == 2 and done.stderr.startswith(b"error: ") and done.stderr.count(b"\n") == 1

@@ -48,7 +48,7 @@ def test_fast_recipe_shows_the_size_and_name_of_what_it_trains() -> None:
     name = re.search(r"saved as \*\*(.+?)\*\*", caption).group(1)
     assert "fast" in name
     at.button(key="train_fast").click().run()
-    poll(at, lambda at: has_button(at, "train_stop") and any(m.label == "Loss" for m in at.metric))
+    poll(at, lambda at: has_button(at, "train_stop") and any(m.label == "Training loss" for m in at.metric))
     at.button(key="train_stop").click().run()
     poll(at, lambda at: has_button(at, "train_open"))
     ck = load_checkpoint(Path(os.environ["VISFORMER_USER_CHECKPOINTS"]) / name)

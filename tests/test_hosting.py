@@ -318,3 +318,57 @@ def test_app_lists_only_this_sessions_models(tmp_path: Path, monkeypatch: pytest
     assert importer.disabled  # nothing uploaded yet
     heading = next(m.value for m in app.markdown if m.value.startswith("#### →"))
     assert "<" not in heading.replace("\\<", "")  # output shown as text, never as HTML
+
+
+def test_inference_after_overlapping_train_page_runs_keeps_the_configured_threads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    from tests.conftest import tiny_config
+    from visformer.classroom.jobs import JobRegistry
+    from visformer.model import Transformer
+    from visformer.training import Trainer
+
+    original = Trainer._steps
+    first_running, second_running, first_done = threading.Event(), threading.Event(), threading.Event()
+    seen: dict[str, int] = {}
+
+    def overlapping(self: Trainer):  # the second run starts while the first trains, and ends after it
+        seen[f"seed {self.config.seed}"] = torch.get_num_threads()
+        if self.config.seed == 0:
+            first_running.set()
+            assert second_running.wait(timeout=120)
+        else:
+            second_running.set()
+            assert first_done.wait(timeout=120)
+        yield from original(self)
+
+    monkeypatch.setattr(Trainer, "_steps", overlapping)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)  # the app's configured count
+    try:
+        limits = _hosted(max_concurrent_runs=2)
+        registry = JobRegistry()
+        first = registry.start("alice", _spec("first", steps=3), limits, tmp_path / "a")
+        assert first_running.wait(timeout=120)
+        second = registry.start("bob", _spec("second", steps=3, seed=1), limits, tmp_path / "b")
+        assert first.join(timeout=120)
+        first_done.set()
+        assert second.join(timeout=120)
+        assert first.progress().state == second.progress().state == "done"
+        assert set(seen.values()) == {1}  # each run trained on its one thread
+        assert torch.get_num_threads() == 2  # this thread's inference
+
+        def later_script_run() -> None:  # Streamlit runs each rerun in a new thread
+            model = Transformer(tiny_config()).eval()
+            with torch.no_grad():
+                model(torch.tensor([[5, 6, 3]]), torch.tensor([[1, 5]]))
+            seen["later"] = torch.get_num_threads()
+
+        worker = threading.Thread(target=later_script_run)
+        worker.start()
+        worker.join()
+        assert seen["later"] == 2
+    finally:
+        torch.set_num_threads(before)

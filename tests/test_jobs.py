@@ -225,3 +225,34 @@ def test_toy_recipe_stops_at_exact_match_without_dropout_or_smoothing() -> None:
     config = spec.size.config(30, 30, spec.max_len, spec.dropout)
     assert (config.n_encoder_layers, config.n_decoder_layers, config.norm_first) == (2, 1, True)
     assert jobs.check_spec(spec, LIMITS, recipes.TaskSource("reverse").vocab_size) < 200_000
+
+
+def test_a_run_says_why_it_ended_early(registry, tmp_path: Path) -> None:
+    """Issue 13: reaching the target exact match and pressing Stop ended with the same message."""
+    target = replace(QUICK, steps=60, eval_every=6, stop_at_exact_match=0.0)  # every evaluation reaches 0%
+    job = registry.start("target", spec("target", target), LIMITS, tmp_path)
+    assert job.join(timeout=600)
+    p = job.progress()
+    assert p.state == jobs.STOPPED and p.reason == jobs.TARGET_REACHED and p.step == 6
+    assert p.message.startswith("target exact match reached at step 6")
+    job = registry.start("user", spec("user", ENDLESS), LIMITS, tmp_path)
+    wait_for(job, lambda p: p.step >= 1)
+    job.stop()
+    assert job.join(timeout=600)
+    assert job.progress().reason == jobs.BY_USER and job.progress().message.startswith("stopped at step")
+    job = registry.start("done", spec("done"), LIMITS, tmp_path)
+    assert job.join(timeout=600)
+    assert job.progress().state == jobs.DONE and job.progress().reason == ""
+
+
+def test_an_rnn_run_builds_the_architecture_it_names(registry, tmp_path: Path) -> None:
+    """Issue 16: the worker trains a GRU seq2seq when the run names one, and counts its real parameters."""
+    run = replace(spec("gru"), architecture="rnn-luong")
+    counted = jobs.check_spec(run, LIMITS, run.source.vocab_size)
+    job = registry.start("gru", run, LIMITS, tmp_path)
+    assert job.join(timeout=600)
+    ck = load_checkpoint(job.progress().checkpoint)
+    assert ck.model_config.architecture == "rnn-luong" and ck.model.num_parameters() == counted
+    assert counted != jobs.check_spec(
+        spec("tf"), LIMITS, run.source.vocab_size
+    )  # not the Transformer's count

@@ -130,6 +130,9 @@ def test_embedding_question_answers_with_the_real_lookup_shape() -> None:
     assert view.lookup_shape == (len(SRC), 16) and view.table_shape == (20, 16)
     np.testing.assert_allclose(view.scaled_norms, view.raw_norms * 4.0, rtol=1e-6)  # √16
     assert math.isclose(view.pe_norm, math.sqrt(8))
+    expected = model.src_embed.token.weight[SRC].detach().double().numpy()  # rows SRC of the table
+    np.testing.assert_allclose(view.vectors, expected)
+    np.testing.assert_allclose(np.linalg.norm(view.vectors, axis=-1), view.raw_norms, rtol=1e-6)
     q = ls.embedding_question(view)
     assert q.options[q.answer] == f"({len(SRC)}, 16)"
     assert_renders(q)
@@ -181,13 +184,20 @@ def test_training_question_answers_with_the_schedules_peak(d_model: int, warmup:
     assert scaled.reveal.fmt["lr"] == f"{noam_lr(warmup, d_model, warmup, 0.5):.2e}"
 
 
-@pytest.mark.parametrize(("greedy", "beam", "answer"), [(-3.0, -2.0, 0), (-2.0, -2.0, 1), (-2.0, -2.5, 2)])
+@pytest.mark.parametrize(
+    ("greedy", "beam", "answer"),
+    [(-3.0, -2.0, 0), (-2.0, -2.0, 1), (-2.0, -2.5, 2), (-2.02200, -2.02201, 1), (-2.0, -2.002, 2)],
+)
 def test_decoding_question_compares_the_two_log_probabilities(
     greedy: float, beam: float, answer: int
 ) -> None:
     q = ls.decoding_question(greedy, beam, 4)
-    assert q.answer == answer
+    assert q.answer == answer  # equal to the 3 decimals shown counts as equal
     assert_renders(q)
+
+
+def test_the_same_output_is_equally_probable_whatever_the_rounding() -> None:
+    assert ls.decoding_question(-2.0221, -2.0231, 4, same_output=True).answer == 1
 
 
 def test_complexity_rows_and_the_why_question_follow_table_1() -> None:
@@ -222,3 +232,15 @@ def test_figures_draw_the_given_numbers() -> None:
     np.testing.assert_allclose(bars.data[1].y, view.scaled_norms)
     smooth = ls.smoothing_figure(0.1, 10, ("hard", "soft"), ("correct", "other"), "t")
     assert list(smooth.data[1].y) == pytest.approx([0.91, 0.01])
+
+
+def test_the_operations_figure_crosses_at_n_equal_d_and_marks_the_students_n() -> None:
+    fig = ls.operations_figure(10, 64, ("sa", "rnn"), ("n", "ops"), "t")
+    sa, rnn, mark, crossover = fig.data
+    assert list(crossover.x) == [64, 64]
+    n = np.asarray(sa.x)
+    np.testing.assert_array_equal(np.asarray(sa.y), n * n * 64)
+    np.testing.assert_array_equal(np.asarray(rnn.y), n * 64 * 64)
+    cheaper = np.asarray(sa.y) < np.asarray(rnn.y)
+    assert cheaper[n < 64].all() and not cheaper[n >= 64].any()  # the crossover is n = d
+    assert list(mark.x) == [10, 10] and list(mark.y) == [10 * 10 * 64, 10 * 64 * 64]

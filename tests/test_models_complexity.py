@@ -103,3 +103,39 @@ def test_bleu_by_source_length_scores_each_bucket_on_its_own() -> None:
     assert buckets[0].bleu == pytest.approx(100.0) and buckets[1].bleu < 10
     with pytest.raises(ValueError, match="increasing"):
         bleu_by_source_length(sources, hyps, refs, edges=(10, 5))
+
+
+def test_figures_speak_korean_with_every_axis_labelled() -> None:
+    from visformer import i18n
+
+    bench = benchmark(ns=(4, 8), d=8, ds=(4, 8), n=4, repeats=1, clock=fake_clock())
+    for fig in (
+        complexity_figure(bench, "n", "ko"),
+        complexity_figure(bench, "d", "ko"),
+        steps_figure(bench.by_n, "ko"),
+    ):
+        titles = [
+            a.title.text for a in (fig.layout.xaxis, fig.layout.yaxis, fig.layout.xaxis2, fig.layout.yaxis2)
+        ]
+        assert all(titles) and fig.layout.title.text
+        assert {t.name for t in fig.data} >= {i18n.t("models.cx.layer.self-attention", "ko")}
+    assert complexity_figure(bench, "n", "ko").layout.xaxis.title.text == i18n.t(
+        "models.cx.x_n", "ko", fixed=8
+    )
+
+
+def test_measured_rows_and_crossover_read_the_sweep() -> None:
+    from visformer.explain.complexity import ComplexityBenchmark, LayerCost, measured_crossover, measured_rows
+
+    def cost(layer: str, n: int, seconds: float) -> LayerCost:
+        steps = 1 if layer == "self-attention" else n
+        return LayerCost(layer, n, 16, seconds, steps, steps, 0)
+
+    by_n = [cost("self-attention", 8, 1.0), cost("self-attention", 32, 4.0), cost("recurrent", 8, 2.0),
+            cost("recurrent", 32, 3.0)]  # fmt: skip
+    bench = ComplexityBenchmark(16, 8, by_n, [])
+    rows = measured_rows(bench)
+    assert [r["n"] for r in rows] == [8, 32] and rows[0]["ratio"] == 2.0 and rows[1]["recurrent_steps"] == 32
+    assert rows[0]["attention_ms"] == 1000.0 and rows[1]["attention_path"] == 1
+    assert measured_crossover(by_n) == 32  # self-attention slower from n = 32 on
+    assert measured_crossover(by_n[:1] + by_n[2:3]) is None  # faster everywhere

@@ -139,3 +139,19 @@ def test_training_lowers_the_loss_and_checkpoints_round_trip(tmp_path: Path, arc
     torch.testing.assert_close(
         loaded.model(TOKENS[:, :6]).logits, model(TOKENS[:, :6]).logits, rtol=0, atol=0
     )
+
+
+def test_lm_recipe_texts_are_deduplicated_and_hold_out_validation(tmp_path: Path) -> None:
+    from visformer.models import lm_recipe
+
+    for name, lines in (
+        ("tatoeba-deu-eng/tatoeba-deu-eng.en", ["I run.", "I run.", "A dog sits."]),
+        ("multi30k/train.en", ["A dog sits.", "Two men talk."]),
+        ("multi30k/val.en", ["Two men talk.", "A cat sleeps."]),
+    ):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    train, valid = lm_recipe.english_texts(tmp_path)
+    assert train == ["I run.", "A dog sits."] and valid == ["Two men talk.", "A cat sleeps."]
+    for arch in ("encoder-lm", "decoder-lm"):
+        assert build_model(lm_recipe.lm_config(arch, lm_recipe.VOCAB_SIZE)).num_parameters() < 1_000_000

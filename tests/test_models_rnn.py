@@ -240,7 +240,7 @@ def test_shipped_rnn_reverse_checkpoints_and_the_bottleneck() -> None:
     assert scores["rnn-none"] < 0.9  # one context vector for 9-10 letters: the bottleneck
 
 
-def test_the_app_lists_only_transformer_checkpoints_until_its_pages_show_the_others(tmp_path: Path) -> None:
+def test_the_app_lists_translation_checkpoints_transformer_and_rnn(tmp_path: Path) -> None:
     from visformer.classroom.catalogue import discover_checkpoints
     from visformer.models import architecture_of
 
@@ -252,4 +252,4 @@ def test_the_app_lists_only_transformer_checkpoints_until_its_pages_show_the_oth
         architecture_of(tmp_path / "rnn") == "rnn-none" and architecture_of(tmp_path / "tf") == "transformer"
     )
     assert architecture_of(tmp_path / "missing") == "transformer"
-    assert [c.key for c in discover_checkpoints(tmp_path, tmp_path)] == ["tf", "yours/tf"]
+    assert [c.key for c in discover_checkpoints(tmp_path, tmp_path)] == ["rnn", "tf", "yours/rnn", "yours/tf"]

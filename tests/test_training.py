@@ -19,8 +19,10 @@ from visformer.training import Trainer, TrainingDiverged, noam_lr
 from .conftest import tiny_config
 
 
-def make_trainer(task: str = "copy", seed: int = 0, n_train: int = 300, **overrides) -> Trainer:
-    """A d_model=16, one-layer trainer on a toy task."""
+def make_trainer(
+    task: str = "copy", seed: int = 0, n_train: int = 300, d_model: int = 32, **overrides
+) -> Trainer:
+    """A d_model=32, one-layer trainer on a toy task."""
     tok = task_tokenizer(task)
     valid = make_examples(task, 20, seed=99, max_len=6)
     train = make_examples(task, n_train, seed=seed, max_len=6)
@@ -38,7 +40,9 @@ def make_trainer(task: str = "copy", seed: int = 0, n_train: int = 300, **overri
     )
     settings.update(overrides)
     torch.manual_seed(seed)
-    model = Transformer(tiny_config(src_vocab_size=tok.vocab_size, tgt_vocab_size=tok.vocab_size, d_model=32))
+    model = Transformer(
+        tiny_config(src_vocab_size=tok.vocab_size, tgt_vocab_size=tok.vocab_size, d_model=d_model)
+    )
     return Trainer(model, train, valid, tok, tok, TrainConfig(**settings), task=task)
 
 
@@ -215,6 +219,34 @@ def test_auto_precision_falls_back_to_fp32_without_native_bf16(monkeypatch: pyte
     assert utils.autocast_dtype("fp32", cpu, d_model=512) is None
     with pytest.raises(ValueError, match="precision"):
         TrainConfig(precision="fp8")
+
+
+@pytest.mark.parametrize(("native", "expected"), [(True, torch.bfloat16), (False, torch.float32)])
+def test_the_trainer_steps_in_bf16_by_default_where_native_and_in_fp32_elsewhere(
+    monkeypatch: pytest.MonkeyPatch, native: bool, expected: torch.dtype
+) -> None:
+    from visformer import utils
+
+    monkeypatch.setattr(utils, "_cpu_has_bf16", lambda: native)  # the CPU capability check
+    trainer = make_trainer(d_model=utils.BF16_MIN_D_MODEL, steps=2, n_snapshots=0)  # precision "auto"
+    assert TrainConfig().precision == trainer.config.precision == "auto"
+    seen: list[torch.dtype] = []
+    trainer.model.register_forward_hook(lambda module, args, out: seen.append(out.logits.dtype))
+    steps = losses(trainer)
+    assert len(steps) == 2 and all(math.isfinite(loss) for loss in steps)
+    assert seen and set(seen) == {expected}  # the forward passes of the training steps
+    assert all(p.dtype == torch.float32 for p in trainer.model.parameters())  # fp32 master weights
+
+
+@pytest.mark.parametrize("supported", [True, False])
+def test_auto_precision_on_cuda_follows_the_gpus_bf16_support(
+    monkeypatch: pytest.MonkeyPatch, supported: bool
+) -> None:
+    from visformer import utils
+
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: supported)
+    cuda = torch.device("cuda")
+    assert utils.autocast_dtype("auto", cuda, d_model=16) == (torch.bfloat16 if supported else None)
 
 
 def test_a_run_restores_the_callers_thread_count_even_from_a_job_thread() -> None:

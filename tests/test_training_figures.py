@@ -17,7 +17,11 @@ def test_curves_figure_draws_loss_valid_and_lr() -> None:
     fig = tfig.curves_figure([10, 20, 30], [3.0, 2.0, 1.5], [1e-3, 2e-3, 1.5e-3], valid_steps=[30],
                              valid_losses=[1.8], total_steps=100)  # fmt: skip
     names = [t.name for t in fig.data]
-    assert names == ["training loss", "validation loss", "learning rate"]
+    assert names == [  # two different losses, each named for what it measures (issue 15)
+        "training loss (label smoothing 0.1, dropout 0.1)",
+        "validation loss (plain cross-entropy)",
+        "learning rate",
+    ]
     assert list(fig.data[0].y) == [3.0, 2.0, 1.5]
     assert fig.data[2].xaxis == "x2"  # the learning rate has its own panel
     assert fig.layout.xaxis.range[1] == pytest.approx(102)  # the whole run is on the axis from the start
@@ -43,7 +47,9 @@ def test_loss_marker_uses_the_snapshot_loss_and_log_axis() -> None:
     assert list(marker.x) == [100] and marker.y[0] == pytest.approx(2.1)
     assert fig.layout.xaxis.type == "log"
     fig = tfig.loss_marker_figure([10, 20], [2.0, 1.0], 15)
-    assert fig.data[-1].y[0] == pytest.approx(1.5)  # interpolated between logged points
+    assert "this step" not in [
+        t.name for t in fig.data
+    ]  # no snapshot at 15: a line marks it, no made-up loss
     assert fig.layout.xaxis.type != "log"
 
 
@@ -80,9 +86,53 @@ def test_snapshot_map_cuts_the_padding_and_labels_the_tokens() -> None:
     maps = AttentionMaps([torch.rand(2, heads, s_pad, s_pad)], [torch.rand(2, heads, t_pad, t_pad)], [cross])
     snap = Snapshot(7, 1.5, probes, maps, targets)
     weights, rows, cols = tfig.snapshot_map(snap, 1, "cross", 0, 1, tok, tok, max_len=16)
-    assert rows == ["<s>", "d"] and cols == ["d", "</s>"]
+    assert rows == ["→ d", "→ </s>"] and cols == ["d", "</s>"]  # a decoder row is named by what it produces
     assert np.allclose(weights, cross[1, 1, :2, :2].numpy())
     mean, _, _ = tfig.snapshot_map(snap, 0, "cross", 0, None, tok, tok, max_len=16)
     assert np.allclose(mean, cross[0].mean(0).numpy(), atol=1e-6)
     enc, rows, cols = tfig.snapshot_map(snap, 0, "encoder", 0, 0, tok, tok, max_len=16)
     assert rows == cols == ["a", "b", "c", "</s>"] and enc.shape == (4, 4)
+
+
+def test_snapshot_losses_are_their_own_series_and_the_star_sits_on_one() -> None:
+    """Issue 13: the snapshot dots (one batch) sat under the curve (a window mean) as if one quantity, and the star
+    of a step before the curve's first point was drawn at the curve's first value, left of the curve."""
+    fig = tfig.loss_marker_figure([25, 50], [3.0, 2.0], 1, snapshot_steps=[1, 25, 50], snapshot_losses=[3.4, 2.6, 1.9],
+                                  mean_over=25)  # fmt: skip
+    curve, dots, star = fig.data
+    assert curve.name == "training loss, mean over 25 steps" and dots.name == "batch loss at a snapshot step"
+    assert list(star.x) == [1] and star.y[0] == pytest.approx(3.4)  # on its own dot, not on the curve
+    fig = tfig.loss_marker_figure([25, 50], [3.0, 2.0], 1, snapshot_steps=[1], snapshot_losses=[float("nan")])
+    assert "this step" not in [
+        t.name for t in fig.data
+    ]  # before: a star at (1, 3.0), before the curve starts
+    ko = tfig.loss_marker_figure(
+        [25, 50], [3.0, 2.0], 25, snapshot_steps=[25], snapshot_losses=[2.6], lang="ko"
+    )
+    assert ko.data[1].name == "스냅숏 스텝의 배치 손실" and ko.layout.title.text == "학습 중 손실"
+
+
+def test_noam_title_sits_below_plotlys_toolbar() -> None:
+    """Issue 13: the toolbar (top right, about 30 px) covered the title; it now starts 34 px from the top."""
+    fig = tfig.noam_figure(64, 100, 1.0, steps=600)
+    title = fig.layout.title
+    assert title.yref == "container" and title.y == 1.0 and title.yanchor == "top" and title.pad.t >= 30
+    assert fig.layout.margin.t >= title.pad.t + 30  # room for the title line under the toolbar
+    assert tfig.noam_figure(64, 100, lang="ko").layout.title.text.startswith("Noam 스케줄")
+
+
+def test_share_text_never_rounds_up_to_the_stop_rules_target() -> None:
+    """Issue 13: 0.995 was shown as "100%" although the rule (exact match >= 1.0) had not fired."""
+    assert tfig.share_text(0.995) == "99.5%" and tfig.share_text(0.9999) == "99.9%"
+    assert tfig.share_text(1.0) == "100%" and tfig.share_text(0.5) == "50%" and tfig.share_text(0.0) == "0%"
+
+
+def test_curves_and_timeline_in_korean() -> None:
+    fig = tfig.curves_figure([10], [3.0], [1e-3], valid_steps=[10], valid_losses=[2.5], label_smoothing=0.0,
+                             dropout=0.0, lang="ko")  # fmt: skip
+    assert [t.name for t in fig.data][:2] == [
+        "학습 손실 (레이블 스무딩 0, 드롭아웃 0)",
+        "검증 손실 (순수 크로스 엔트로피)",
+    ]
+    strip = tfig.timeline_strip([np.eye(2)], [7], ["a", "b"], ["c", "d"], lang="ko")
+    assert [a.text for a in strip.layout.annotations] == ["7 스텝"]

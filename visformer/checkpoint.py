@@ -139,8 +139,8 @@ def _snapshot_tensors(snapshots: Sequence[Snapshot]) -> tuple[dict[str, Tensor],
     tensors: dict[str, Tensor] = {}
     index = []
     for i, snap in enumerate(snapshots):
-        for kind in ("encoder", "decoder", "cross"):
-            for layer, m in enumerate(getattr(snap.attention, kind)):
+        for kind, maps in vars(snap.attention).items():  # AttentionMaps: encoder, decoder, cross
+            for layer, m in enumerate(maps):
                 tensors[f"{i}.{kind}.{layer}"] = m.detach().to("cpu", torch.float16).contiguous()
         index.append(
             {"step": snap.step, "loss": snap.loss, "probes": list(snap.probes), "targets": list(snap.targets)}
@@ -386,7 +386,7 @@ def _load_snapshots(folder: Path, config: ModelConfig) -> list[Snapshot]:
                     int(entry["step"]),
                     float(entry["loss"]),
                     list(entry["probes"]),
-                    AttentionMaps(maps["encoder"], maps["decoder"], maps["cross"]),
+                    AttentionMaps(**maps),
                     list(entry.get("targets", [])),
                 )
             )

@@ -27,6 +27,7 @@ from .model import Transformer
 from .models import SEQ2SEQ_ARCHITECTURES, build_model
 from .records import EvalMetrics, StepMetrics
 from .training import Trainer, TrainingDiverged
+from .utils import idle_cores, torch_threads
 
 
 class UsageError(Exception):
@@ -128,6 +129,31 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="plain log lines instead of a progress bar")
 
 
+def _threads(raw: str) -> int | None:
+    """--threads: a positive number, or "auto" (None: chosen when the command runs, utils.idle_cores)."""
+    if raw == "auto":
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number or 'auto', got {raw!r}")
+    return value
+
+
+THREADS_HELP = (
+    "torch CPU threads: a number, or auto (default): the cores not busy with other work (cores minus the "
+    "1-minute load average, at least 1). More threads than free cores collapse on a shared machine: "
+    "1,000 sentences took 40 s with 1 thread and 130 s with 2 on a busy 2-core machine"
+)
+
+
+def _inference_options(p: argparse.ArgumentParser) -> None:
+    """--threads, shared by translate and evaluate."""
+    p.add_argument("--threads", type=_threads, default=None, metavar="N|auto", help=THREADS_HELP)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `visformer` argument parser."""
     parser = argparse.ArgumentParser(prog="python -m visformer", description=__doc__)
@@ -137,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--checkpoint", required=True)
     t.add_argument("sentences", nargs="+", help="sentences to translate")
     t.add_argument("--beam-size", type=int, default=1, help="1 = greedy")
+    _inference_options(t)
     e = sub.add_parser("evaluate", help="sacreBLEU and chrF of a checkpoint on a test set")
     e.add_argument("--checkpoint", required=True)
     e.add_argument("--src", required=True)
@@ -145,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--batch-size", type=int, default=32)
     e.add_argument("--json", action="store_true", help="last line: one JSON object with bleu and chrf")
     e.add_argument("--no-progress", action="store_true")
+    _inference_options(e)
     a = sub.add_parser("average", help="average the weights of checkpoints of one run (as the paper does)")
     a.add_argument("checkpoints", nargs="+", help="checkpoint folders, oldest first")
     a.add_argument("--out", required=True, help="checkpoint folder to write")
@@ -440,12 +468,17 @@ def build_trainer(args: argparse.Namespace) -> tuple[Trainer, list]:
     return Trainer(model, train, valid, src_tok, tgt_tok, train_config, task=args.task), test
 
 
-def cmd_train(args: argparse.Namespace) -> int:
-    """`train`: build data, tokenizers and model, train, save the checkpoint (rank 0)."""
+def check_out(out: str) -> Path:
+    """--out as a checkpoint folder: its name must be a safe checkpoint name (checkpoint.safe_checkpoint_dir)."""
     from .checkpoint import safe_checkpoint_dir
 
-    out = Path(args.out)
-    safe_checkpoint_dir(out.parent if str(out.parent) else ".", out.name)
+    path = Path(out)
+    return safe_checkpoint_dir(path.parent, path.name)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """`train`: build data, tokenizers and model, train, save the checkpoint (rank 0)."""
+    check_out(args.out)
     distributed = _init_distributed()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -491,12 +524,19 @@ def cmd_train(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------------------------
 
 
+def inference_threads(args: argparse.Namespace) -> int:
+    """The torch threads of translate / evaluate: --threads, or the cores free of other work."""
+    return args.threads or idle_cores()
+
+
 def cmd_translate(args: argparse.Namespace) -> int:
     """`translate`: print one translation per sentence."""
     ckpt = load_checkpoint(args.checkpoint)
-    for hyp in translate_all(
-        ckpt.model, ckpt.src_tokenizer, ckpt.tgt_tokenizer, args.sentences, args.beam_size, progress=False
-    ):
+    with torch_threads(inference_threads(args)):
+        hyps = translate_all(
+            ckpt.model, ckpt.src_tokenizer, ckpt.tgt_tokenizer, args.sentences, args.beam_size, progress=False
+        )
+    for hyp in hyps:
         print(hyp)
     return 0
 
@@ -515,16 +555,18 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if len(src) != len(ref):
         raise UsageError(f"{args.src} has {len(src)} lines but {args.ref} has {len(ref)}")
     ckpt = load_checkpoint(args.checkpoint)
+    threads = inference_threads(args)
     t0 = time.perf_counter()
-    hyps = translate_all(
-        ckpt.model,
-        ckpt.src_tokenizer,
-        ckpt.tgt_tokenizer,
-        src,
-        args.beam_size,
-        args.batch_size,
-        progress=not args.no_progress,
-    )
+    with torch_threads(threads):
+        hyps = translate_all(
+            ckpt.model,
+            ckpt.src_tokenizer,
+            ckpt.tgt_tokenizer,
+            src,
+            args.beam_size,
+            args.batch_size,
+            progress=not args.no_progress,
+        )
     bleu, chrf = corpus_scores(hyps, ref)
     seconds = time.perf_counter() - t0
     print(f"BLEU = {bleu:.2f}  (sacreBLEU, cased, 13a, beam {args.beam_size}, {len(src)} sentences)")
@@ -538,6 +580,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                     "beam_size": args.beam_size,
                     "sentences": len(src),
                     "seconds": round(seconds, 1),
+                    "threads": threads,
                 }
             )
         )
@@ -546,6 +589,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_average(args: argparse.Namespace) -> int:
     """`average`: one checkpoint whose weights are the mean of the given checkpoints'."""
+    check_out(args.out)
     out = average_checkpoints(args.checkpoints, args.out, half=not args.float32)
     print(f"saved {out}: the average of {len(args.checkpoints)} checkpoints")
     return 0
@@ -579,7 +623,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     try:
         return COMMANDS[args.command](args)
-    except (UsageError, CheckpointError, ValueError, FileNotFoundError) as exc:
+    except (UsageError, CheckpointError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

@@ -141,10 +141,7 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
         """Build from a dict, refusing unknown keys with a clear message."""
-        unknown = sorted(set(data) - {f.name for f in fields(cls)})
-        if unknown:
-            raise ValueError(f"unknown TrainConfig keys: {', '.join(unknown)}")
-        return cls(**data)
+        return _from_dict(cls, data)
 
     def to_json(self) -> str:
         """Serialise to JSON."""

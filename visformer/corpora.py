@@ -56,7 +56,7 @@ MIXES: dict[str, Mix] = {
                 "tatoeba-deu-eng/tatoeba-deu-eng.de",
                 "CC BY 2.0 FR",
             ),
-        ),  # fmt: skip
+        ),
         test_from="tatoeba-deu-eng",
         n_test=1200,
         n_valid=600,
@@ -67,7 +67,7 @@ MIXES: dict[str, Mix] = {
         evals=(
             ("multi30k test_2016_flickr", "multi30k/test_2016_flickr.en", "multi30k/test_2016_flickr.de"),
         ),
-    ),  # fmt: skip
+    ),
     "ko-en": Mix(
         name="ko-en",
         src_lang="ko",
@@ -84,7 +84,7 @@ MIXES: dict[str, Mix] = {
             Source(
                 "tatoeba-kor-eng", "tatoeba-kor-eng/kor-eng.ko", "tatoeba-kor-eng/kor-eng.en", "CC BY 2.0 FR"
             ),
-        ),  # fmt: skip
+        ),
         test_from="kss-ko-en",
         n_test=1000,
         n_valid=600,
@@ -96,7 +96,7 @@ MIXES: dict[str, Mix] = {
                 "korean-parallel-corpora/jhe-koen-eval.en",
             ),
         ),
-    ),  # fmt: skip
+    ),
 }
 
 
@@ -167,7 +167,7 @@ def prepare(mix_name: str, data: str | Path, out: str | Path, seed: int = 0) -> 
                 "sha256": {s.src: _sha256(data / s.src), s.tgt: _sha256(data / s.tgt)},
             }
             for s in mix.sources
-        ],  # fmt: skip
+        ],
         "evals": [{"name": n, "src": a, "tgt": b} for n, a, b in mix.evals],
     }
     (out / "manifest.json").write_text(

@@ -219,7 +219,7 @@ def encode_pairs(
     examples = []
     for p in pairs:
         src, tgt = src_tok.encode(p.src), tgt_tok.encode(p.tgt)
-        if max_len is None or (len(src) + 1 <= max_len and len(tgt) + 1 <= max_len):
+        if max_len is None or max(len(src), len(tgt)) <= token_room(max_len):
             examples.append((src, tgt))
     return examples
 

@@ -631,14 +631,14 @@ STRATEGIES: dict[str, Strategy] = {
             (_TEMPERATURE, _SEED),
             "pure sampling at temperature T",
             {"top_k": 0, "top_p": 1.0},
-        ),  # fmt: skip
+        ),
         Strategy(
             "top-k",
             sample,
             (replace(_TOP_K, low=1, help="keep only the k most probable tokens"), _SEED),
             "sample among the k most probable tokens",
             {"temperature": 1.0, "top_p": 1.0},
-        ),  # fmt: skip
+        ),
         Strategy("top-p", sample, (_TOP_P, _SEED), "nucleus sampling", {"temperature": 1.0, "top_k": 0}),
     )
 }

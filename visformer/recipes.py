@@ -113,6 +113,7 @@ class RunSpec:
     train: TrainConfig
     max_len: int = 128
     dropout: float = 0.1
+    architecture: str = "transformer"  # ModelConfig.architecture: or rnn-none, rnn-bahdanau, rnn-luong
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,7 @@ TOY = Recipe(
         log_every=25,
         stop_at_exact_match=1.0,
         threads=1,
-    ),  # fmt: skip
+    ),
     max_len=64,
     dropout=0.0,
 )
@@ -217,4 +218,4 @@ def prepare_data(source: DataSource, seed: int = 0) -> Prepared:
 def model_config(spec: RunSpec, prepared: Prepared) -> ModelConfig:
     """The ModelConfig of a run (vocabularies from the prepared tokenizers)."""
     src, tgt = prepared.src_tokenizer.vocab_size, prepared.tgt_tokenizer.vocab_size
-    return spec.size.config(src, tgt, spec.max_len, spec.dropout)
+    return replace(spec.size.config(src, tgt, spec.max_len, spec.dropout), architecture=spec.architecture)

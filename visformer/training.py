@@ -167,8 +167,10 @@ class Trainer:
         self.step = int(metrics.get("steps", 0))
         self.elapsed_s = float(metrics.get("train_time_s", 0.0))
         self.history = [StepMetrics(**m) for m in metrics.get("history", [])]
-        self.evaluator.evals = [EvalMetrics(**{**m, "samples": [tuple(s) for s in m.get("samples", [])]})
-                                for m in metrics.get("evals", [])]  # fmt: skip
+        self.evaluator.evals = [
+            EvalMetrics(**{**m, "samples": [tuple(s) for s in m.get("samples", [])]})
+            for m in metrics.get("evals", [])
+        ]
         self.recorder.snapshots = list(snapshots)
         self.recorder.overhead_s = float(metrics.get("snapshot_overhead_s", 0.0))
         self.evaluator.overhead_s = float(metrics.get("eval_overhead_s", 0.0))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import re
 from collections.abc import Iterator
@@ -75,6 +76,22 @@ def torch_threads(n: int | None) -> Iterator[None]:
     finally:
         if n and torch.get_num_threads() != previous:
             torch.set_num_threads(previous)
+
+
+def idle_cores(cores: int | None = None, load: float | None = None) -> int:
+    """CPU cores free of other work: usable cores minus the 1-minute load average (rounded), at least 1.
+
+    On a shared machine more torch threads than free cores collapse: evaluating 1,000 sentences took 40 s with
+    one thread and 130 s with two on a 2-core machine where other training ran.
+    """
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except (AttributeError, OSError):  # no load average (Windows): assume an idle machine
+            load = 0.0
+    return max(1, cores - round(load))
 
 
 def seed_everything(seed: int) -> None:

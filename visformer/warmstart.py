@@ -57,6 +57,8 @@ def warm_start(checkpoint: Any, src_tok: Any, tgt_tok: Any) -> nn.Module:
         elif old_state[name].shape == new_state[name].shape:
             new_state[name] = old_state[name]
         else:
-            raise ValueError(f"{name}: {tuple(old_state[name].shape)} in the checkpoint, {tuple(new_state[name].shape)} here")
+            raise ValueError(
+                f"{name}: {tuple(old_state[name].shape)} in the checkpoint, {tuple(new_state[name].shape)} here"
+            )
     model.load_state_dict(new_state)
     return model

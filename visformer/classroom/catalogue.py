@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..checkpoint import list_checkpoints
-from ..models import architecture_of
+from ..models import SEQ2SEQ_ARCHITECTURES, architecture_of
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED_ROOT = REPO / "checkpoints"
@@ -50,8 +50,8 @@ def discover_checkpoints(
 
 
 def _shown(root: Path) -> list[Path]:
-    """Checkpoints the pages can show: Transformers only, until they learn the RNN and LM ones (issue 16)."""
-    return [p for p in list_checkpoints(root) if architecture_of(p) == "transformer"]
+    """Checkpoints the pages can show: translation models (Transformers and RNN seq2seq), not the LMs (issue 16)."""
+    return [p for p in list_checkpoints(root) if architecture_of(p) in SEQ2SEQ_ARCHITECTURES]
 
 
 def default_choice(choices: list[CheckpointChoice]) -> CheckpointChoice | None:
@@ -76,3 +76,143 @@ def checkpoint_stamp(path: Path) -> float:
     path = Path(path)
     times = [f.stat().st_mtime for f in path.iterdir() if f.is_file()] if path.is_dir() else []
     return max(times, default=0.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Credits and model cards: what each checkpoint was trained on, under which terms, and what it is good at
+# ---------------------------------------------------------------------------------------------
+
+CARD_FILE = "card.json"  # optional, next to config.json: bilingual text a checkpoint's info cannot give
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """A corpus the app credits: its name, citation, licence, and the words that reveal it in a checkpoint's info."""
+
+    key: str  # also the i18n suffix of its short description (frame.corpus.KEY)
+    name: str
+    credit: str  # who made it, as the README cites it
+    license: str
+    url: str
+    marks: tuple[str, ...]  # lower-case fragments of a data path or mix name that mean "trained on this"
+    terms: str  # i18n suffix (frame.terms.TERMS) saying what the licence asks of a model trained on it
+
+
+CORPORA: tuple[Corpus, ...] = (
+    Corpus(
+        "multi30k", "Multi30k", "Elliott, Frank, Sima'an, Specia (2016), Multi30K, Proc. 5th Workshop on Vision "
+        "and Language, doi:10.18653/v1/W16-3210 (from Flickr30K)", "research/education",
+        "https://github.com/multi30k/dataset", ("multi30k", "mix:en-de", "en-de-data"), "research",
+    ),
+    Corpus(
+        "tatoeba", "Tatoeba", "tatoeba.org and its contributors, via manythings.org/anki", "CC BY 2.0 FR",
+        "https://tatoeba.org", ("tatoeba", "mix:en-de", "en-de-data", "mix:ko-en", "ko-en-data"), "by",
+    ),
+    Corpus(
+        "kss", "KSS", "Kyubyong Park (2018), KSS Dataset, with the author's English translations",
+        "CC BY-NC-SA 4.0", "https://www.kaggle.com/datasets/bryanpark/korean-single-speaker-speech-dataset",
+        ("kss", "ko-en-data", "mix:ko-en"), "by_nc_sa",
+    ),
+    Corpus(
+        "stylekqc", "StyleKQC", "Won Ik Cho et al. (2021); English from kosp2e (Cho et al., Interspeech 2021)",
+        "CC BY-SA 4.0", "https://github.com/cynthia/stylekqc", ("stylekqc", "ko-en-data", "mix:ko-en"), "by_sa",
+    ),
+    Corpus(
+        "korean_eval", "Korean–English evaluation sets (news, JHE)",
+        "Park, Hong, Cha (2016), Korean Language Resources for Everyone, PACLIC 30", "CC BY-SA 3.0",
+        "https://github.com/jungyeul/korean-parallel-corpora", ("korean-parallel-corpora", "jhe"), "eval_only",
+    ),
+)  # fmt: skip
+CORPUS = {c.key: c for c in CORPORA}
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    """What a checkpoint is: its languages, training data and terms, what it is good at, examples that suit it."""
+
+    src_lang: str | None
+    tgt_lang: str | None
+    task: str | None  # a toy task (synthetic data, MIT) instead of corpora
+    corpora: tuple[Corpus, ...]  # what it was trained on (eval-only sets are credited, not listed here)
+    parameters: int | None
+    texts: dict[str, dict[str, str]]  # field ("data", "good_at") -> language -> text, from card.json
+    examples: tuple[str, ...]  # sentences suited to it (card.json), before the built-in ones
+    score: str  # "sacreBLEU 39.23 on test_2016_flickr (1,000 sentences), beam 4", or ""
+
+    def text(self, name: str, lang: str) -> str:
+        """One card.json text in `lang`, else in English, else ""."""
+        texts = self.texts.get(name, {})
+        return texts.get(lang) or texts.get("en") or ""
+
+    @property
+    def licenses(self) -> tuple[str, ...]:
+        """The licences the weights carry: MIT for toy tasks, else every training corpus's (in order)."""
+        return ("MIT",) if self.task else tuple(dict.fromkeys(c.license for c in self.corpora))
+
+
+def _read_json(path: Path) -> dict:
+    """A JSON object from a file, or {} when it is missing or unreadable (a card is never worth a crash)."""
+    import json
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def corpora_in(text: str) -> tuple[Corpus, ...]:
+    """Training corpora named in a checkpoint's data description (paths, mix name), in CORPORA order."""
+    text = text.lower()
+    return tuple(c for c in CORPORA if c.terms != "eval_only" and any(mark in text for mark in c.marks))
+
+
+def _score(test: object) -> str:
+    """The held-out score recorded in info["test"], as one language-neutral line."""
+    if not isinstance(test, dict) or not isinstance(test.get("bleu"), int | float):
+        return ""
+    where = f" on {test['set']}" if test.get("set") else ""
+    beam = f", beam {test['beam_size']}" if test.get("beam_size") else ""
+    return f"sacreBLEU {test['bleu']:.2f}{where}{beam}"
+
+
+def model_card(path: Path, name: str | None = None) -> ModelCard:
+    """The card of one checkpoint folder: card.json where present, the rest derived from config.json's info."""
+    from ..explain.examples import language_pair
+
+    path = Path(path)
+    config, card = _read_json(path / "config.json"), _read_json(path / CARD_FILE)
+    info = config.get("info") if isinstance(config.get("info"), dict) else {}
+    task = config.get("task") if isinstance(config.get("task"), str) else None
+    src, tgt = language_pair(name or path.name, {**info, **card})
+    listed = card.get("corpora")
+    if isinstance(listed, list):
+        corpora = tuple(CORPUS[k] for k in listed if k in CORPUS)
+    else:
+        corpora = () if task else corpora_in(f"{info.get('data', '')} mix:{info.get('mix', '')}")
+    texts = {
+        k: v for k, v in card.items() if isinstance(v, dict) and all(isinstance(s, str) for s in v.values())
+    }
+    examples = card.get("examples") if isinstance(card.get("examples"), list) else []
+    parameters = info.get("parameters")
+    return ModelCard(
+        src_lang=src,
+        tgt_lang=tgt,
+        task=task,
+        corpora=corpora,
+        parameters=parameters if isinstance(parameters, int) else None,
+        texts=texts,
+        examples=tuple(s for s in examples if isinstance(s, str) and s.strip()),
+        score=_score(info.get("test")),
+    )
+
+
+def choice_for_language(choices: list[CheckpointChoice], langs: tuple[str, ...]) -> CheckpointChoice | None:
+    """The first shipped (else any) checkpoint whose source language is one of `langs`, in that order of languages."""
+    ranked = sorted(choices, key=lambda c: not c.shipped)
+    for lang in langs:
+        for choice in ranked:
+            card = model_card(choice.path, choice.key)
+            if card.src_lang == lang and not card.task:
+                return choice
+    return None

@@ -18,18 +18,22 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from ..checkpoint import safe_checkpoint_dir, save_trainer
+from ..config import ModelConfig
 from ..data import Pair, read_parallel, read_tsv
-from ..model import Transformer
+from ..models import build_model
+from ..models.rnn import RNN_SCORES
 from ..recipes import Prepared, RunSpec, model_config, prepare_data
 from ..records import EvalMetrics, StepMetrics
 from ..training import Trainer, TrainingDiverged
 from .hosting import HostedLimits, run_slots
-from .inputs import bounded_train_config, check_model_config
+from .inputs import InputError, bounded_train_config, check_model_config
 
 log = logging.getLogger(__name__)
 
@@ -37,16 +41,31 @@ log = logging.getLogger(__name__)
 def check_spec(spec: RunSpec, limits: HostedLimits, vocab_size: int) -> int:
     """Refuse a run beyond the limits before anything heavy starts; returns the model's parameter count."""
     bounded_train_config(spec.train, limits)
-    return check_model_config(spec.size.config(vocab_size, vocab_size, spec.max_len, spec.dropout), limits)
+    config = replace(
+        spec.size.config(vocab_size, vocab_size, spec.max_len, spec.dropout), architecture=spec.architecture
+    )
+    return check_config(config, limits)
+
+
+def check_config(config: ModelConfig, limits: HostedLimits) -> int:
+    """check_model_config for any architecture: an RNN's parameters are counted on the meta device."""
+    n = check_model_config(config, limits)
+    if config.architecture not in RNN_SCORES:
+        return n
+    with torch.device("meta"):
+        n = sum(p.numel() for p in build_model(config).parameters())
+    if n > limits.max_params:
+        raise InputError(f"this model has {n:,} parameters; the limit here is {limits.max_params:,}")
+    return n
 
 
 def build_trainer(spec: RunSpec, limits: HostedLimits, prepared: Prepared) -> Trainer:
     """A Trainer for the spec, with the model size, steps, wall time and threads held to the limits."""
     config = model_config(spec, prepared)
-    check_model_config(config, limits)
+    check_config(config, limits)
     train_config = bounded_train_config(spec.train, limits)
     return Trainer(
-        Transformer(config),
+        build_model(config),
         prepared.train,
         prepared.valid,
         prepared.src_tokenizer,
@@ -112,6 +131,8 @@ def read_corpus(corpus: DiskCorpus, limits: HostedLimits) -> list[Pair]:
 PREPARING, RUNNING, STOPPING, SAVING = "preparing", "running", "stopping", "saving"
 DONE, STOPPED, FAILED = "done", "stopped", "failed"
 ACTIVE_STATES = (PREPARING, RUNNING, STOPPING, SAVING)
+# why a run ended before its last step (Progress.reason): the page words each one
+BY_USER, TARGET_REACHED, TIME_LIMIT = "by_user", "target_reached", "time_limit"
 
 
 @dataclass(frozen=True)
@@ -127,6 +148,7 @@ class Progress:
     checkpoint: Path | None = None
     n_parameters: int = 0
     elapsed_s: float = 0.0
+    reason: str = ""  # BY_USER, TARGET_REACHED or TIME_LIMIT when the run ended early, else ""
 
     @property
     def active(self) -> bool:
@@ -162,6 +184,7 @@ class Job:
         self._history: list[StepMetrics] = []
         self._evals: list[EvalMetrics] = []
         self._message = ""
+        self._reason = ""
         self._checkpoint: Path | None = None
         self._started = time.perf_counter()
         self._thread = threading.Thread(target=self._work, name=f"visformer-train-{spec.name}", daemon=True)
@@ -198,6 +221,7 @@ class Job:
             return Progress(
                 self._state, self._step, self.spec.train.steps, tuple(self._history), tuple(self._evals),
                 self._message, self._checkpoint, self._n_parameters, time.perf_counter() - self._started,
+                self._reason,
             )  # fmt: skip
 
     # -- the worker ---------------------------------------------------------------------------
@@ -245,7 +269,8 @@ class Job:
     def _finish(self, trainer: Trainer, prepared: Prepared, problem: str) -> None:
         """Save what was learned (if any step ran) and settle on done, stopped or failed."""
         stopped = trainer.step < trainer.config.steps
-        self._set(step=trainer.step)
+        reason = "" if problem or not stopped else self._stop_reason(trainer)
+        self._set(step=trainer.step, reason=reason)
         if trainer.step == 0:
             self._set(state=STOPPED if not problem else FAILED, trainer=None,
                       message=problem or "stopped before the first step: nothing to save")  # fmt: skip
@@ -257,9 +282,15 @@ class Job:
             save_trainer(path, trainer, info=info)
         finally:
             release_checkpoint_dir(path)  # saved (the folder now exists) or failed: the name is free again
-        why = "stopped" if trainer.stopped else "time limit reached"
+        why = {
+            BY_USER: "stopped",
+            TARGET_REACHED: "target exact match reached",
+            TIME_LIMIT: "time limit reached",
+        }
         note = problem or (
-            f"{why} at step {trainer.step:,}; the checkpoint keeps what was learned" if stopped else ""
+            f"{why[reason]} at step {trainer.step:,}; the checkpoint keeps what was learned"
+            if stopped
+            else ""
         )
         self._set(
             state=FAILED if problem else STOPPED if stopped else DONE,
@@ -267,6 +298,15 @@ class Job:
             message=note,
             trainer=None,
         )
+
+    def _stop_reason(self, trainer: Trainer) -> str:
+        """Why a run ended before its last step: the target exact match, the Stop button, or the time limit."""
+        target = trainer.config.stop_at_exact_match
+        with self._lock:
+            last = self._evals[-1].exact_match if self._evals else None
+        if target is not None and last is not None and last >= target and not self._stop.is_set():
+            return TARGET_REACHED
+        return BY_USER if trainer.stopped else TIME_LIMIT
 
 
 def _message(exc: BaseException) -> str:

@@ -26,6 +26,8 @@ from .kinds import future_mask, get_kind
 if TYPE_CHECKING:
     import pandas as pd  # imported where a table is built: not needed by the first page
 
+    from ..decoding import Translation
+
 
 # ---------------------------------------------------------------------------------------------
 # Attention maps as arrays
@@ -356,3 +358,121 @@ def saturation_curve(d_ks: list[int], n_keys: int = 8, trials: int = 200, seed: 
                 {"d_k": d_k, "variant": name, "max weight": w.max(-1).mean(), "entropy": entropy(w).mean()}
             )
     return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# Which head to open first, where one word looks, how sure the model was
+# ---------------------------------------------------------------------------------------------
+
+TRIVIAL_SHARE = 0.5  # a head putting more than this mean weight on one fixed key is "parked" there
+
+
+@dataclass(frozen=True)
+class HeadPick:
+    """The head to open first: its place, how sharp it is, and whether every head was trivial."""
+
+    layer: int
+    head: int
+    sharpness: float  # mean row entropy / log(visible keys): 0 = one-hot, 1 = uniform
+    all_trivial: bool  # True when every head was parked on a fixed key (then the sharpest of all)
+
+
+def normalized_entropy(weights: np.ndarray, masked: np.ndarray | None = None) -> float:
+    """Mean over rows of entropy / log(visible keys) of one (q, k) map; rows seeing one key are skipped."""
+    visible = np.ones(weights.shape, dtype=bool) if masked is None else ~np.asarray(masked, dtype=bool)
+    n = visible.sum(axis=-1)  # (q,)
+    rows = n > 1
+    if not rows.any():
+        return 0.0
+    return float((entropy(weights[rows]) / np.log(n[rows])).mean())
+
+
+def parked_head(weights: np.ndarray, kind: str) -> bool:
+    """Whether a (q, k) map is parked on a fixed key: the first, the last (</s>) or, in self-attention, itself."""
+    spec = get_kind(kind)
+    scores = [first_token_score(weights)]
+    if not spec.masked:  # the decoder's last key is visible to its last row only
+        scores.append(last_token_score(weights))
+    if spec.queries == spec.keys:
+        scores.append(diagonal_score(weights))
+    return max(scores) > TRIVIAL_SHARE
+
+
+def informative_head(stack: np.ndarray, kind: str) -> HeadPick:
+    """The sharpest head (lowest normalized entropy) of a (layers, heads, q, k) stack, parked heads last."""
+    n_layers, n_heads, n_q, n_k = stack.shape
+    masked = get_kind(kind).mask(n_q, n_k)
+    ranked = sorted(
+        (parked_head(stack[layer, head], kind), normalized_entropy(stack[layer, head], masked), layer, head)
+        for layer in range(n_layers)
+        for head in range(n_heads)
+    )
+    parked, sharpness, layer, head = ranked[0]
+    return HeadPick(layer, head, sharpness, parked)
+
+
+def with_head_average(stack: np.ndarray) -> np.ndarray:
+    """The stack with the mean of its heads appended as one more head: (L, h, q, k) -> (L, h + 1, q, k)."""
+    return np.concatenate([stack, stack.mean(axis=1, keepdims=True)], axis=1)
+
+
+@dataclass(frozen=True)
+class TopKeys:
+    """For one query: the key each (layer, head) attends to most, and with what weight."""
+
+    index: np.ndarray  # (L, h) key position
+    weight: np.ndarray  # (L, h) its attention weight
+
+    def counts(self) -> dict[int, int]:
+        """How many (layer, head) cells picked each key, most picked first."""
+        keys, counts = np.unique(self.index, return_counts=True)
+        order = np.argsort(-counts, kind="stable")
+        return {int(keys[i]): int(counts[i]) for i in order}
+
+
+def top_keys(stack: np.ndarray, query: int, skip: tuple[int, ...] = ()) -> TopKeys:
+    """Where query `query` looks most in every (layer, head) of a (L, h, q, k) stack; keys in `skip` never win."""
+    if not 0 <= query < stack.shape[2]:
+        raise ValueError(f"query {query} out of range for {stack.shape[2]} queries")
+    rows = np.array(stack[:, :, query, :], dtype=float)  # (L, h, k)
+    ranked = rows.copy()
+    keep_out = [k for k in skip if 0 <= k < rows.shape[-1]]
+    if len(keep_out) < rows.shape[-1]:
+        ranked[..., keep_out] = -np.inf
+    index = ranked.argmax(axis=-1)  # (L, h)
+    return TopKeys(index, np.take_along_axis(rows, index[..., None], axis=-1)[..., 0])
+
+
+PRONOUNS = frozenset(
+    "it its he him his she her they them their "  # English
+    "es sie er ihn ihm ihr ihnen "  # German
+    "그것 그것을 그것이 그것은 그가 그는 그를 그녀 그녀가 그녀는 그녀를 그들 그들은 그들이 그".split()  # Korean
+)
+
+
+def bare_piece(piece: str) -> str:
+    """A piece without the word-start mark ▁ and surrounding spaces, lower-cased ('▁It' -> 'it')."""
+    return piece.replace("▁", " ").strip().lower()
+
+
+def pronoun_position(pieces: list[str]) -> int | None:
+    """The first piece that is a whole pronoun ('▁it', '▁es', '▁그것을'), or None."""
+    return next((i for i, p in enumerate(pieces) if bare_piece(p) in PRONOUNS), None)
+
+
+def attending_position(cross: np.ndarray, source: int) -> int:
+    """The output position whose cross-attention (mean of layers and heads) weighs source `source` most."""
+    return int(np.asarray(cross, dtype=float)[:, :, :, source].mean(axis=(0, 1)).argmax())
+
+
+def step_probabilities(translation: Translation) -> np.ndarray:
+    """The model's probability of each output token when it was chosen: (T,)."""
+    return np.array([step.token_prob for step in translation.output.steps], dtype=float)
+
+
+CONFIDENCE_LEVELS = (0.3, 0.6)  # below the first: a guess; below the second: unsure; else sure
+
+
+def confidence_level(prob: float) -> int:
+    """0 (a guess, p < 0.3), 1 (unsure, p < 0.6) or 2 (sure)."""
+    return int(np.searchsorted(CONFIDENCE_LEVELS, prob, side="right"))

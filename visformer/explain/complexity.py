@@ -20,6 +20,7 @@ import torch
 from plotly.subplots import make_subplots
 from torch import nn
 
+from .. import i18n
 from ..model import MultiHeadAttention
 from .style import layout
 
@@ -189,14 +190,25 @@ def _series(costs: Sequence[LayerCost], layer: str, sweep: str, value: str) -> t
     return [x for x, _ in rows], [y for _, y in rows]
 
 
-def _crossover_trace(x: float, ys: Sequence[float], show_legend: bool) -> go.Scatter:
+def _text(key: str, lang: str, **fmt: object) -> str:
+    """Figure text of this module in `lang` (keys models.cx.* in visformer/locales/models/)."""
+    return i18n.t(f"models.cx.{key}", lang, **fmt)
+
+
+def layer_name(layer: str, lang: str = "en") -> str:
+    """A layer's name in `lang`: "self-attention" / "recurrent" in English."""
+    _check_layer(layer)
+    return _text(f"layer.{layer}", lang)
+
+
+def _crossover_trace(x: float, ys: Sequence[float], show_legend: bool, lang: str) -> go.Scatter:
     """A dashed vertical line at x = n = d spanning ys (a trace: shapes misplace on log axes)."""
-    return go.Scatter(x=[x, x], y=[min(ys), max(ys)], mode="lines+text", name="n = d (crossover)",
+    return go.Scatter(x=[x, x], y=[min(ys), max(ys)], mode="lines+text", name=_text("crossover", lang),
                       text=["", f"n = d = {x}"], textposition="top right", line=dict(color="#888", dash="dash"),
                       showlegend=show_legend, hoverinfo="name")  # fmt: skip
 
 
-def complexity_figure(bench: ComplexityBenchmark, sweep: str = "n") -> go.Figure:
+def complexity_figure(bench: ComplexityBenchmark, sweep: str = "n", lang: str = "en") -> go.Figure:
     """Measured time (left) and Table 1 term (right) of one layer against n (fixed d) or d (fixed n).
 
     Log-log; the crossover n = d, where n²·d = n·d², is marked on both.
@@ -205,37 +217,64 @@ def complexity_figure(bench: ComplexityBenchmark, sweep: str = "n") -> go.Figure
         raise ValueError(f"sweep must be 'n' or 'd', got {sweep!r}")
     costs, fixed = (bench.by_n, bench.d) if sweep == "n" else (bench.by_d, bench.n)
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14,
-                        subplot_titles=("Measured on this machine", "Table 1: n²·d vs n·d²"))  # fmt: skip
+                        subplot_titles=(_text("measured", lang), _text("table_term", lang)))  # fmt: skip
     for col, value, scale in ((1, "seconds", 1e3), (2, "operations", 1)):
         values = []
         for layer in LAYERS:
             xs, ys = _series(costs, layer, sweep, value)
             values += [y * scale for y in ys]
-            fig.add_trace(go.Scatter(x=xs, y=[y * scale for y in ys], mode="lines+markers", name=layer,
+            fig.add_trace(go.Scatter(x=xs, y=[y * scale for y in ys], mode="lines+markers", name=layer_name(layer, lang),
                                      line=dict(color=COLORS[layer], width=2.5), showlegend=col == 1),
                           row=1, col=col)  # fmt: skip
-        fig.add_trace(_crossover_trace(fixed, values, col == 1), row=1, col=col)
-    other = "d" if sweep == "n" else "n"
-    x_title = f"{'sequence length n' if sweep == 'n' else 'representation size d'} ({other} = {fixed})"
-    fig.update_xaxes(type="log", title=x_title)
-    fig.update_yaxes(type="log", title="time of one layer (ms)", row=1, col=1)
-    fig.update_yaxes(type="log", title="multiply-adds per layer", row=1, col=2)
+        fig.add_trace(_crossover_trace(fixed, values, col == 1, lang), row=1, col=col)
+    fig.update_xaxes(type="log", title=_text(f"x_{sweep}", lang, fixed=fixed))
+    fig.update_yaxes(type="log", title=_text("y_time", lang), row=1, col=1)
+    fig.update_yaxes(type="log", title=_text("y_operations", lang), row=1, col=2)
     fig.update_layout(legend=dict(orientation="h", y=-0.3))
-    title = "One layer as n grows" if sweep == "n" else "One layer as d grows"
-    return layout(fig, title, 400)
+    return layout(fig, _text(f"title_{sweep}", lang), 400)
 
 
-def steps_figure(costs: Sequence[LayerCost]) -> go.Figure:
+def steps_figure(costs: Sequence[LayerCost], lang: str = "en") -> go.Figure:
     """Sequential operations (left) and maximum path length (right) against n, both layers, log-log."""
-    titles = ("Sequential operations", "Path length, first to last token")
+    titles = (_text("sequential", lang), _text("path", lang))
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14, subplot_titles=titles)
     for col, value in ((1, "sequential_steps"), (2, "max_path_length")):
         for layer in LAYERS:
             xs, ys = _series(costs, layer, "n", value)
-            fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=layer, showlegend=col == 1,
+            fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=layer_name(layer, lang), showlegend=col == 1,
                                      line=dict(color=COLORS[layer], width=2.5)), row=1, col=col)  # fmt: skip
-    fig.update_xaxes(type="log", title="sequence length n")
-    fig.update_yaxes(type="log", title="operations one after another", row=1, col=1)
-    fig.update_yaxes(type="log", title="edges on the path", row=1, col=2)
+    fig.update_xaxes(type="log", title=_text("x_length", lang))
+    fig.update_yaxes(type="log", title=_text("y_sequential", lang), row=1, col=1)
+    fig.update_yaxes(type="log", title=_text("y_path", lang), row=1, col=2)
     fig.update_layout(legend=dict(orientation="h", y=-0.3))
-    return layout(fig, "What a layer must do in order, and how far information travels", 380)
+    return layout(fig, _text("title_steps", lang), 380)
+
+
+# ---------------------------------------------------------------------------------------------
+# Numbers beside Table 1
+# ---------------------------------------------------------------------------------------------
+
+
+def measured_crossover(costs: Sequence[LayerCost], sweep: str = "n") -> int | None:
+    """The smallest n (or d) from which self-attention measured slower than the recurrent layer; None if never."""
+    times = {(c.layer, getattr(c, sweep)): c.seconds for c in costs}
+    sizes = sorted({getattr(c, sweep) for c in costs})
+    slower = [
+        x for x in sizes if times.get(("self-attention", x), 0.0) > times.get(("recurrent", x), float("inf"))
+    ]
+    return slower[0] if slower else None
+
+
+def measured_rows(bench: ComplexityBenchmark) -> list[dict[str, float | int | str]]:
+    """One row per n of the n sweep: both layers' measured ms, their ratio, sequential steps, path lengths."""
+    by = {(c.layer, c.n): c for c in bench.by_n}
+    rows = []
+    for n in sorted({c.n for c in bench.by_n}):
+        att, rec = by[("self-attention", n)], by[("recurrent", n)]
+        rows.append({
+            "n": n, "d": bench.d, "attention_ms": att.seconds * 1e3, "recurrent_ms": rec.seconds * 1e3,
+            "ratio": rec.seconds / att.seconds if att.seconds > 0 else float("nan"),
+            "attention_steps": att.sequential_steps, "recurrent_steps": rec.sequential_steps,
+            "attention_path": att.max_path_length, "recurrent_path": rec.max_path_length,
+        })  # fmt: skip
+    return rows

@@ -15,6 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..decoding import BeamNode, Step, Translation
+from ..i18n import t
 from .style import escape, layout
 
 if TYPE_CHECKING:
@@ -205,15 +206,18 @@ def diversity(texts: Sequence[str]) -> Diversity:
     )
 
 
-def comparison_table(views: Sequence[StrategyView], reference: str = "") -> pd.DataFrame:
-    """One row per strategy: output, log P, log P per token, length, and BLEU when a reference is given."""
+def comparison_table(views: Sequence[StrategyView], reference: str = "", lang: str = "en") -> pd.DataFrame:
+    """One row per strategy: output, log P, log P per token, length, and BLEU when a reference is given.
+
+    Column names are stable keys (the page labels them in the reader's language: COLUMN_KEYS).
+    """
     import pandas as pd
 
     rows = []
     for v in views:
         row = {
             "strategy": v.label,
-            "output": v.text or "(empty)",
+            "output": v.text or t("decoding.empty", lang),
             "log P": round(v.logprob, 3),
             "log P / token": round(v.logprob / max(v.length, 1), 3),
             "length": v.length,
@@ -225,12 +229,75 @@ def comparison_table(views: Sequence[StrategyView], reference: str = "") -> pd.D
     return pd.DataFrame(rows)
 
 
+COLUMN_KEYS = {  # comparison_table column -> interface text key of its label
+    "strategy": "decoding.col.strategy",
+    "output": "decoding.col.output",
+    "log P": "decoding.col.logp",
+    "log P / token": "decoding.col.logp_token",
+    "length": "decoding.col.length",
+    "ended with </s>": "decoding.col.finished",
+    "BLEU": "decoding.col.bleu",
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# What the filters did, and why samplers with one seed often agree
+# ---------------------------------------------------------------------------------------------
+
+SAMPLING = ("sample", "temperature", "top-k", "top-p")  # strategies that draw with a seeded generator
+
+
+def allowed_tokens(tokenizer: Any) -> int:
+    """Tokens one decoding step may choose: the vocabulary less <pad> and <s>, which decoding forbids."""
+    return tokenizer.vocab_size - len({tokenizer.pad_id, tokenizer.bos_id})
+
+
+@dataclass(frozen=True)
+class FilterSummary:
+    """How many tokens the filters of one sampling run left, over its steps."""
+
+    n_steps: int
+    min_kept: int
+    max_kept: int
+    kept_all: int  # steps where the filters removed nothing (every allowed token stayed a candidate)
+    kept_one: int  # steps where one token was left, so the draw had no choice (as greedy)
+
+
+def filter_summary(view: StrategyView, n_allowed: int) -> FilterSummary:
+    """What the filters did at each step of one run, from its trace (n_kept of every step)."""
+    kept = [s.n_kept for s in view.steps]
+    return FilterSummary(
+        len(kept), min(kept, default=0), max(kept, default=0),
+        sum(k >= n_allowed for k in kept), sum(k == 1 for k in kept),
+    )  # fmt: skip
+
+
+def filter_note(view: StrategyView, n_allowed: int, lang: str = "en") -> str:
+    """One sentence on what the filters of a sampling run did: removed nothing, left one token, or a range."""
+    s = filter_summary(view, n_allowed)
+    if s.n_steps and s.kept_all == s.n_steps:
+        return t("decoding.filters.none", lang, label=view.label, n=f"{n_allowed:,}")
+    if s.n_steps and s.kept_one == s.n_steps:
+        return t("decoding.filters.forced", lang, label=view.label)
+    return t("decoding.filters.range", lang, label=view.label, lo=f"{s.min_kept:,}", hi=f"{s.max_kept:,}",
+             one=s.kept_one, n=s.n_steps)  # fmt: skip
+
+
+def shared_seeds(views: Sequence[StrategyView]) -> dict[int, list[StrategyView]]:
+    """Sampling runs grouped by seed, only the seeds that two or more of them share."""
+    groups: dict[int, list[StrategyView]] = {}
+    for v in views:
+        if v.strategy in SAMPLING and "seed" in v.params:
+            groups.setdefault(int(v.params["seed"]), []).append(v)
+    return {seed: group for seed, group in groups.items() if len(group) > 1}
+
+
 # ---------------------------------------------------------------------------------------------
 # Figures
 # ---------------------------------------------------------------------------------------------
 
 
-def comparison_figure(views: Sequence[StrategyView]) -> go.Figure:
+def comparison_figure(views: Sequence[StrategyView], lang: str = "en") -> go.Figure:
     """Horizontal bars of each strategy's log P (closer to 0 = more probable), length printed beside."""
     labels = [v.label for v in views]
     logprobs = [v.logprob for v in views]
@@ -240,19 +307,19 @@ def comparison_figure(views: Sequence[StrategyView]) -> go.Figure:
             x=logprobs,
             orientation="h",
             marker_color=KEPT_COLOR,
-            text=[f"{v.length} token{'s' if v.length != 1 else ''}" for v in views],
+            text=[t("decoding.fig.tokens", lang, n=v.length) for v in views],
             textposition="outside",
             customdata=[escape(v.text) for v in views],
             hovertemplate="%{y}<br>log P = %{x:.3f}<br>%{customdata}<extra></extra>",
         )
     )
     low = min(logprobs, default=-1.0)
-    fig.update_xaxes(title="log P(output | source)  (0 = certain)", range=[low * 1.25 - 0.5, 0])
+    fig.update_xaxes(title=t("decoding.fig.logp_axis", lang), range=[low * 1.25 - 0.5, 0])
     fig.update_yaxes(autorange="reversed")
-    return layout(fig, "How probable is each output under the model?", 140 + 40 * len(views))
+    return layout(fig, t("decoding.fig.comparison_title", lang), 140 + 40 * len(views))
 
 
-def candidates_figure(step: StepView, *, title: str = "") -> go.Figure:
+def candidates_figure(step: StepView, *, title: str = "", lang: str = "en") -> go.Figure:
     """Top candidates' probabilities before and after the filters; kept set highlighted, chosen token marked."""
     x = list(range(len(step.candidates)))
     labels = [escape(c) for c in step.candidates]
@@ -260,7 +327,7 @@ def candidates_figure(step: StepView, *, title: str = "") -> go.Figure:
     fig = go.Figure()
     fig.add_trace(
         go.Bar(
-            x=x, y=step.probs, name="model probability", marker_color=MODEL_COLOR,
+            x=x, y=step.probs, name=t("decoding.fig.model_prob", lang), marker_color=MODEL_COLOR,
             customdata=labels, hovertemplate="%{customdata}: p = %{y:.3f}<extra>model</extra>",
         )
     )  # fmt: skip
@@ -268,12 +335,15 @@ def candidates_figure(step: StepView, *, title: str = "") -> go.Figure:
         go.Bar(
             x=x,
             y=after,
-            name="after filters (kept)",
+            name=t("decoding.fig.after_filters", lang),
             marker=dict(
                 color=[KEPT_COLOR if k else DROPPED_COLOR for k in step.kept],
                 line=dict(color=[CHOSEN_COLOR if i == step.chosen else "rgba(0,0,0,0)" for i in x], width=3),
             ),
-            customdata=[[c, "kept" if k else "filtered out"] for c, k in zip(labels, step.kept, strict=True)],
+            customdata=[
+                [c, t("decoding.fig.kept" if k else "decoding.fig.dropped", lang)]
+                for c, k in zip(labels, step.kept, strict=True)
+            ],
             hovertemplate="%{customdata[0]}: p = %{y:.3f} (%{customdata[1]})<extra>after filters</extra>",
         )
     )
@@ -281,17 +351,17 @@ def candidates_figure(step: StepView, *, title: str = "") -> go.Figure:
     if dropped:
         fig.add_trace(
             go.Scatter(
-                x=dropped, y=[step.probs[i] for i in dropped], mode="markers", name="filtered out",
+                x=dropped, y=[step.probs[i] for i in dropped], mode="markers", name=t("decoding.fig.dropped", lang),
                 marker=dict(symbol="x", size=10, color=DROPPED_COLOR), hoverinfo="skip",
             )
         )  # fmt: skip
     top = max([*step.probs, *after, 1e-9])
     fig.add_annotation(
-        x=step.chosen, y=max(step.probs[step.chosen], after[step.chosen]), text=f"chosen: {labels[step.chosen]}",
+        x=step.chosen, y=max(step.probs[step.chosen], after[step.chosen]), text=t("decoding.fig.chosen", lang, token=labels[step.chosen]),
         showarrow=True, arrowhead=2, arrowcolor=CHOSEN_COLOR, ax=36, ay=-26, xanchor="left", font=dict(color="#7a4b00"),
     )  # fmt: skip
     fig.update_xaxes(tickvals=x, ticktext=labels, tickangle=-45)
-    fig.update_yaxes(title="probability", range=[0, top * 1.3 + 0.02])
+    fig.update_yaxes(title=t("decoding.fig.probability", lang), range=[0, top * 1.3 + 0.02])
     fig.update_layout(
         barmode="group", bargap=0.25, legend=dict(orientation="h", y=1.12, x=1, xanchor="right")
     )
@@ -301,8 +371,8 @@ def candidates_figure(step: StepView, *, title: str = "") -> go.Figure:
 def _node_status(tree: list[list[TreeNode]]) -> dict[tuple[int, int], str]:
     """'finished', 'pruned' (no child at the next step) or 'live' (still a beam when the search ended)."""
     status = {}
-    for t, nodes in enumerate(tree):
-        children = {n.parent for n in tree[t + 1]} if t + 1 < len(tree) else None
+    for i, nodes in enumerate(tree):
+        children = {n.parent for n in tree[i + 1]} if i + 1 < len(tree) else None
         for n in nodes:
             if n.finished:
                 status[(n.step, n.beam)] = "finished"
@@ -327,7 +397,7 @@ def _best_path(tree: list[list[TreeNode]], best: tuple[int, int] | None) -> set[
 
 
 def beam_tree_figure(
-    tree: list[list[TreeNode]], best: tuple[int, int] | None = None, *, title: str = ""
+    tree: list[list[TreeNode]], best: tuple[int, int] | None = None, *, title: str = "", lang: str = "en"
 ) -> go.Figure:
     """The beam search tree: steps left to right, beams top to bottom; finished, pruned and best marked."""
     if not tree:
@@ -347,13 +417,13 @@ def beam_tree_figure(
     fig.add_trace(go.Scatter(x=edge_x, y=edge_y, mode="lines", line=dict(color="#c8c8c8", width=1.5),
                              hoverinfo="skip", showlegend=False))  # fmt: skip
     fig.add_trace(go.Scatter(x=best_x, y=best_y, mode="lines", line=dict(color=BEST_COLOR, width=3.5),
-                             name="best hypothesis", hoverinfo="skip"))  # fmt: skip
+                             name=t("decoding.fig.best", lang), hoverinfo="skip"))  # fmt: skip
     fig.add_trace(go.Scatter(x=[0], y=[0], mode="markers+text", text=["&lt;s&gt;"], textposition="middle left",
                              marker=dict(size=12, color="#444"), name="start", hoverinfo="skip", showlegend=False))  # fmt: skip
     styles = {
-        "live": (KEPT_COLOR, "circle", "kept beam"),
-        "pruned": (PRUNED_COLOR, "x", "pruned (no extension survived)"),
-        "finished": (FINISHED_COLOR, "diamond", "finished (&lt;/s&gt;)"),
+        "live": (KEPT_COLOR, "circle", t("decoding.fig.live", lang)),
+        "pruned": (PRUNED_COLOR, "x", t("decoding.fig.pruned", lang)),
+        "finished": (FINISHED_COLOR, "diamond", t("decoding.fig.finished", lang)),
     }
     for kind, (color, symbol, name) in styles.items():
         chosen = [n for nodes in tree for n in nodes if status[(n.step, n.beam)] == kind]
@@ -375,29 +445,38 @@ def beam_tree_figure(
             )
         )
     n_beams = max(n.beam for nodes in tree for n in nodes) + 1
-    fig.update_xaxes(title="step", dtick=1, range=[-0.7, len(tree) + 0.5], showgrid=False, zeroline=False)
-    fig.update_yaxes(title="beam (rank at that step)", dtick=1, autorange="reversed", range=[-0.6, n_beams - 0.4],
+    fig.update_xaxes(
+        title=t("decoding.fig.step", lang),
+        dtick=1,
+        range=[-0.7, len(tree) + 0.5],
+        showgrid=False,
+        zeroline=False,
+    )
+    fig.update_yaxes(title=t("decoding.fig.beam_axis", lang), dtick=1, autorange="reversed", range=[-0.6, n_beams - 0.4],
                      showgrid=False, zeroline=False)  # fmt: skip
     fig.update_layout(legend=dict(orientation="h", y=-0.18))
     return layout(fig, title, 220 + 55 * n_beams)
 
 
-def samples_figure(texts: Sequence[str], logprobs: Sequence[float]) -> go.Figure:
+def samples_figure(texts: Sequence[str], logprobs: Sequence[float], lang: str = "en") -> go.Figure:
     """How often each distinct sample came out, most frequent first, with its log P on hover."""
     counts: dict[str, int] = {}
     best_lp: dict[str, float] = {}
-    for t, lp in zip(texts, logprobs, strict=True):
-        counts[t] = counts.get(t, 0) + 1
-        best_lp[t] = lp
-    order = sorted(counts, key=lambda t: (-counts[t], -best_lp[t]))
-    labels = [escape(t or "(empty)") if len(t) <= 60 else escape(t[:57]) + "…" for t in order]
+    for text, lp in zip(texts, logprobs, strict=True):
+        counts[text] = counts.get(text, 0) + 1
+        best_lp[text] = lp
+    order = sorted(counts, key=lambda x: (-counts[x], -best_lp[x]))
+    empty = t("decoding.empty", lang)
+    labels = [escape(x or empty) if len(x) <= 60 else escape(x[:57]) + "…" for x in order]
     fig = go.Figure(
         go.Bar(
-            y=labels, x=[counts[t] for t in order], orientation="h", marker_color=KEPT_COLOR,
-            customdata=[[escape(t), best_lp[t]] for t in order],
-            hovertemplate="%{customdata[0]}<br>drawn %{x}×, log P = %{customdata[1]:.3f}<extra></extra>",
+            y=labels, x=[counts[x] for x in order], orientation="h", marker_color=KEPT_COLOR,
+            customdata=[[escape(x), best_lp[x]] for x in order],
+            hovertemplate=t("decoding.fig.drawn_hover", lang),
         )
     )  # fmt: skip
-    fig.update_xaxes(title="times drawn", dtick=1)
+    fig.update_xaxes(title=t("decoding.fig.times_drawn", lang), dtick=1)
     fig.update_yaxes(autorange="reversed")
-    return layout(fig, f"{len(order)} different outputs in {len(texts)} samples", 160 + 28 * len(order))
+    return layout(
+        fig, t("decoding.fig.samples_title", lang, k=len(order), n=len(texts)), 160 + 28 * len(order)
+    )

@@ -33,6 +33,13 @@ class AttentionKind:
         """True where a query may NOT see a key (the future, for masked kinds); None when nothing is hidden."""
         return future_mask(n_queries, n_keys) if self.masked else None
 
+    def axis_labels(
+        self, source: list[str], decoder_inputs: list[str], produced: list[str]
+    ) -> tuple[list[str], list[str]]:
+        """(row labels, column labels): a target-side row is named by the token produced there ('→ ▁Hunde')."""
+        rows, cols = self.sides(source, decoder_inputs)
+        return (produced_labels(produced) if self.queries == "target" else rows), cols
+
     def n_layers(self, config: ModelConfig) -> int:
         """Layers of the model that hold this kind of attention."""
         return config.n_encoder_layers if self.name == "encoder" else config.n_decoder_layers
@@ -59,6 +66,11 @@ def future_mask(n_queries: int, n_keys: int) -> np.ndarray:
     """True where decoder query i may NOT see key j (the masked upper triangle), shape (q, k)."""
     offset = n_keys - n_queries
     return np.arange(n_keys)[None, :] > np.arange(n_queries)[:, None] + offset
+
+
+def produced_labels(pieces: list[str]) -> list[str]:
+    """Decoder rows named by what they produce: row t reads input t and produces output t ('→ ▁Hunde')."""
+    return [f"→ {piece}" for piece in pieces]
 
 
 def layer_counts(config: ModelConfig) -> dict[str, int]:

@@ -19,6 +19,7 @@ from plotly.subplots import make_subplots
 from ..model import Transformer, padding_mask
 from ..training import noam_lr
 from .analysis import entropy, pe_matrix, pe_norm, softmax
+from .kinds import future_mask
 from .style import escape, layout
 
 STEPS = (
@@ -155,6 +156,7 @@ class EmbeddingView:
 
     table_shape: tuple[int, int]  # (V, d)
     lookup_shape: tuple[int, int]  # (S, d)
+    vectors: np.ndarray  # (S, d) the looked-up rows E[token], before scaling
     scale: float  # √d_model
     raw_norms: np.ndarray  # (S,) ‖E[token]‖
     scaled_norms: np.ndarray  # (S,) ‖√d · E[token]‖
@@ -170,7 +172,13 @@ def embedding_view(model: Transformer, src_ids: list[int]) -> EmbeddingView:
     raw = vectors.norm(dim=-1).numpy()
     d = model.config.d_model
     return EmbeddingView(
-        tuple(embed.token.weight.shape), tuple(vectors.shape), embed.scale, raw, raw * embed.scale, pe_norm(d)
+        tuple(embed.token.weight.shape),
+        tuple(vectors.shape),
+        vectors.double().numpy(),
+        embed.scale,
+        raw,
+        raw * embed.scale,
+        pe_norm(d),
     )
 
 
@@ -441,7 +449,7 @@ def ffn_question(trace: LayerTrace, piece: int, piece_label: str) -> Question:
 def future_weight(decoder: np.ndarray) -> float:
     """Largest total weight any decoder query gives to later positions, over every layer and head."""
     stack = np.asarray(decoder, dtype=float)  # (L, h, T, T)
-    future = np.triu(np.ones(stack.shape[-2:], dtype=bool), k=1)
+    future = future_mask(*stack.shape[-2:])
     return float((stack * future).sum(axis=-1).max()) if stack.size else 0.0
 
 
@@ -513,9 +521,17 @@ def smoothing_figure(
 # ---------------------------------------------------------------------------------------------
 
 
-def decoding_question(greedy_logprob: float, beam_logprob: float, beam_size: int) -> Question:
-    """Is beam search's output more probable than greedy's (answer: the two log P compared)?"""
-    answer = 0 if beam_logprob > greedy_logprob + 1e-6 else 2 if beam_logprob < greedy_logprob - 1e-6 else 1
+LOGPROB_TOLERANCE = (
+    5e-4  # below the 3 decimals shown: the same output scored by two code paths differs by ~1e-5
+)
+
+
+def decoding_question(
+    greedy_logprob: float, beam_logprob: float, beam_size: int, same_output: bool = False
+) -> Question:
+    """Is beam search's output more probable than greedy's (answer: the two log P compared; the same output is equal)?"""
+    diff = beam_logprob - greedy_logprob
+    answer = 1 if same_output or abs(diff) < LOGPROB_TOLERANCE else 0 if diff > 0 else 2
     fmt = {"k": beam_size, "greedy": f"{greedy_logprob:.3f}", "beam": f"{beam_logprob:.3f}"}
     options = tuple(Text(f"lesson.decoding.option.{o}") for o in ("more", "same", "less"))
     return Question(Text("lesson.decoding.question", {"k": beam_size}), options, answer,
@@ -551,6 +567,39 @@ def complexity_rows(n: int, d: int, kernel: int = 3) -> list[Complexity]:
             max(1, math.ceil(math.log(max(n, 2), kernel))),
         ),
     ]
+
+
+def operations_figure(n: int, d: int, names: tuple[str, str], axis: tuple[str, str], title: str) -> go.Figure:
+    """Operations per layer against sentence length: n²·d and n·d² cross at n = d; the student's n is marked."""
+    top = max(4 * d, 2 * n, 16)
+    lengths = np.unique(np.geomspace(1, top, 200).round().astype(int))  # (m,)
+    fig = go.Figure()
+    for name, ops, color in zip(
+        names, (lengths**2 * d, lengths * d * d), ("#3b75af", "#e4572e"), strict=True
+    ):
+        fig.add_trace(go.Scatter(x=lengths, y=ops, mode="lines", name=name, line=dict(color=color, width=2.5),
+                                 hovertemplate="n = %{x}<br>%{y:,.0f}<extra></extra>"))  # fmt: skip
+    rows = {r.layer: r.operations for r in complexity_rows(n, d)}
+    fig.add_trace(go.Scatter(x=[n, n], y=[rows["self_attention"], rows["recurrent"]], mode="markers+text",
+                             text=[f"n = {n}", ""], textposition="top left", marker=dict(size=11, color="#222"),
+                             showlegend=False, hovertemplate="%{y:,.0f}<extra></extra>"))  # fmt: skip
+    low, high = float(lengths[0] ** 2 * d), float(lengths[-1] * d * d)  # the plotted range of operations
+    fig.add_trace(
+        go.Scatter(
+            x=[d, d],
+            y=[low, high],
+            mode="lines+text",
+            text=["", f"n = d = {d}"],
+            textposition="bottom right",
+            line=dict(color="#999", dash="dot"),
+            showlegend=False,
+            hoverinfo="skip",
+        )
+    )  # fmt: skip  (a trace, not add_vline: shapes on log axes take log10 x)
+    fig.update_xaxes(type="log", title_text=axis[0])
+    fig.update_yaxes(type="log", title_text=axis[1])
+    fig.update_layout(legend=dict(orientation="h", y=-0.25))
+    return layout(fig, title, 380)
 
 
 def why_question(n: int, d: int) -> Question:

@@ -6,11 +6,15 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..i18n import t
 from .style import DIVERGING_SCALE, layout
+
+MARK_COLOR = "#e4572e"  # the wavelength marks and the chosen pair
+MARK_FONT = dict(color=MARK_COLOR, size=11)
 
 
 def pe_heatmap(
-    pe: np.ndarray, *, mark_position: int | None = None, mark_pair: int | None = None
+    pe: np.ndarray, *, mark_position: int | None = None, mark_pair: int | None = None, lang: str = "en"
 ) -> go.Figure:
     """PE over positions (rows) × dimensions (columns), optionally outlining one position and one pair."""
     pe = np.asarray(pe, dtype=float)
@@ -23,7 +27,7 @@ def pe_heatmap(
             zmin=-1,
             zmax=1,
             colorbar=dict(title="PE", thickness=12),
-            hovertemplate="position %{y}, dimension %{x}<br>PE = %{z:.3f}<extra></extra>",
+            hovertemplate=t("pe.fig.heatmap_hover", lang) + "<extra></extra>",
         )
     )
     if mark_position is not None and 0 <= mark_position < length:
@@ -42,66 +46,82 @@ def pe_heatmap(
             x1=2 * mark_pair + 1.5,
             y0=-0.5,
             y1=length - 0.5,
-            line=dict(color="#e4572e", width=2),
+            line=dict(color=MARK_COLOR, width=2),
         )
-    fig.update_xaxes(title="dimension (even = sin, odd = cos)", showgrid=False)
-    fig.update_yaxes(title="position", autorange="reversed", showgrid=False)
-    return layout(fig, f"Positional encoding, d_model = {d_model}, {length} positions", 460)
+    fig.update_xaxes(title=t("pe.fig.dimension_axis", lang), showgrid=False)
+    fig.update_yaxes(title=t("pe.fig.position", lang), autorange="reversed", showgrid=False)
+    return layout(fig, t("pe.fig.heatmap", lang, d=d_model, n=length), 460)
 
 
-def pe_pair_figure(sin: np.ndarray, cos: np.ndarray, wavelength: float, pair: int, d_model: int) -> go.Figure:
-    """sin and cos of dimension pair `pair` over positions, with every full wavelength marked."""
+def pe_pair_figure(
+    sin: np.ndarray, cos: np.ndarray, wavelength: float, pair: int, d_model: int, lang: str = "en"
+) -> go.Figure:
+    """sin and cos of dimension pair `pair` over positions, with every full wavelength marked and labelled."""
     positions = np.arange(len(sin))
+    a, b = 2 * pair, 2 * pair + 1
     fig = go.Figure()
     fig.add_trace(
-        go.Scatter(x=positions, y=sin, mode="lines", name=f"dim {2 * pair}: sin", line=dict(width=2.5))
+        go.Scatter(x=positions, y=sin, mode="lines", name=t("pe.fig.sin", lang, a=a), line=dict(width=2.5))
     )
     fig.add_trace(
         go.Scatter(
             x=positions,
             y=cos,
             mode="lines",
-            name=f"dim {2 * pair + 1}: cos",
+            name=t("pe.fig.cos", lang, b=b),
             line=dict(width=2.5, dash="dot"),
         )
     )
-    n_marks = int((len(sin) - 1) // wavelength) if wavelength > 0 else 0
-    for m in range(1, min(n_marks, 40) + 1):
-        fig.add_vline(x=m * wavelength, line=dict(color="#e4572e", width=1, dash="dash"))
-    shown = "" if n_marks else " (longer than shown)"
-    title = (
-        f"Pair i = {pair}: dimensions {2 * pair} and {2 * pair + 1}"
-        f"<br><sup>wavelength 2π·10000^({2 * pair}/{d_model}) = {wavelength:,.1f} positions{shown}</sup>"
-    )
-    fig.update_xaxes(title="position")
-    fig.update_yaxes(title="value", range=[-1.15, 1.15])
+    n_marks = min(int((len(sin) - 1) // wavelength) if wavelength > 0 else 0, 40)
+    every = max(1, -(-n_marks // 8))  # at most 8 labels, so they never overlap
+    for m in range(1, n_marks + 1):
+        label = (
+            t("pe.fig.first_mark", lang, wl=f"{wavelength:,.1f}") if m == 1 else t("pe.fig.mark", lang, m=m)
+        )
+        labelled = m == 1 or m % every == 0
+        note = (
+            dict(
+                annotation_text=label,
+                annotation_position="top right",
+                annotation_yanchor="top",
+                annotation_font=MARK_FONT,
+            )
+            if labelled
+            else {}
+        )
+        fig.add_vline(x=m * wavelength, line=dict(color=MARK_COLOR, width=1, dash="dash"), **note)
+    shown = "" if n_marks else t("pe.fig.longer", lang)
+    note = t("pe.fig.wavelength", lang, a=a, d=d_model, wl=f"{wavelength:,.1f}", shown=shown)
+    title = t("pe.fig.pair", lang, i=pair, a=a, b=b) + f"<br><sup>{note}</sup>"
+    fig.update_xaxes(title=t("pe.fig.position", lang))
+    fig.update_yaxes(title=t("pe.fig.value", lang), range=[-1.15, 1.3])
     fig.update_layout(legend=dict(orientation="h", y=-0.25))
     return layout(fig, title, 380)
 
 
-def pe_vector_figure(vector: np.ndarray, position: int) -> go.Figure:
+def pe_vector_figure(vector: np.ndarray, position: int, lang: str = "en") -> go.Figure:
     """The PE vector at one position, one bar per dimension (sin dimensions and cos dimensions coloured apart)."""
     vector = np.asarray(vector, dtype=float)
     dims = np.arange(len(vector))
     fig = go.Figure()
-    for parity, name, color in ((0, "sin (even)", "#3b75af"), (1, "cos (odd)", "#ef8636")):
+    for parity, key, color in ((0, "pe.fig.sin_even", "#3b75af"), (1, "pe.fig.cos_odd", "#ef8636")):
         keep = dims % 2 == parity
         fig.add_trace(
             go.Bar(
                 x=dims[keep],
                 y=vector[keep],
-                name=name,
+                name=t(key, lang),
                 marker_color=color,
-                hovertemplate="dimension %{x}: %{y:.3f}<extra></extra>",
+                hovertemplate=t("pe.fig.bar_hover", lang) + "<extra></extra>",
             )
         )
-    fig.update_xaxes(title="dimension")
+    fig.update_xaxes(title=t("pe.fig.dimension", lang))
     fig.update_yaxes(title="PE", range=[-1.1, 1.1])
     fig.update_layout(bargap=0.1, legend=dict(orientation="h", y=-0.25))
     return layout(fig, f"PE({position})", 340)
 
 
-def binary_figure(bits: np.ndarray, pe: np.ndarray) -> go.Figure:
+def binary_figure(bits: np.ndarray, pe: np.ndarray, lang: str = "en") -> go.Figure:
     """Bits of 0..n-1 beside the sin dimensions of PE for the same positions: both flip slower to the right."""
     bits = np.asarray(bits, dtype=float)
     sines = np.asarray(pe, dtype=float)[:, 0::2]
@@ -109,10 +129,7 @@ def binary_figure(bits: np.ndarray, pe: np.ndarray) -> go.Figure:
     fig = make_subplots(
         rows=1,
         cols=2,
-        subplot_titles=(
-            "binary counter: bit k flips every 2^k",
-            "PE sin dimensions: pair i turns slower as i grows",
-        ),
+        subplot_titles=(t("pe.fig.binary_bits", lang), t("pe.fig.binary_pe", lang)),
         horizontal_spacing=0.12,
     )
     fig.add_trace(
@@ -123,7 +140,7 @@ def binary_figure(bits: np.ndarray, pe: np.ndarray) -> go.Figure:
             xgap=2,
             ygap=2,
             texttemplate="%{z:.0f}",
-            hovertemplate="number %{y}, bit %{x}: %{z:.0f}<extra></extra>",
+            hovertemplate=t("pe.fig.bits_hover", lang) + "<extra></extra>",
         ),
         row=1,
         col=1,
@@ -138,18 +155,20 @@ def binary_figure(bits: np.ndarray, pe: np.ndarray) -> go.Figure:
             xgap=2,
             ygap=2,
             colorbar=dict(title="PE", thickness=12),
-            hovertemplate="position %{y}, pair %{x}: %{z:.2f}<extra></extra>",
+            hovertemplate=t("pe.fig.sines_hover", lang) + "<extra></extra>",
         ),
         row=1,
         col=2,
     )
-    fig.update_xaxes(title="bit k (1s, 2s, 4s, ...)", tickvals=list(range(bits.shape[1])), row=1, col=1)
-    fig.update_xaxes(title="pair i (sin dimension 2i)", row=1, col=2)
-    fig.update_yaxes(title="number / position", tickvals=list(range(n)), autorange="reversed", showgrid=False)
+    fig.update_xaxes(title=t("pe.fig.bit_axis", lang), tickvals=list(range(bits.shape[1])), row=1, col=1)
+    fig.update_xaxes(title=t("pe.fig.pair_axis", lang), row=1, col=2)
+    fig.update_yaxes(
+        title=t("pe.fig.number_axis", lang), tickvals=list(range(n)), autorange="reversed", showgrid=False
+    )
     return layout(fig, "", 470)
 
 
-def dot_product_figure(ks: np.ndarray, dots: np.ndarray, position: int) -> go.Figure:
+def dot_product_figure(ks: np.ndarray, dots: np.ndarray, position: int, lang: str = "en") -> go.Figure:
     """PE(pos)·PE(pos+k) against k: symmetric, largest at k = 0, depends on k only."""
     fig = go.Figure(
         go.Scatter(
@@ -161,13 +180,13 @@ def dot_product_figure(ks: np.ndarray, dots: np.ndarray, position: int) -> go.Fi
         )
     )
     fig.add_vline(x=0, line=dict(color="#999", dash="dot"))
-    fig.update_xaxes(title="offset k")
+    fig.update_xaxes(title=t("pe.fig.offset", lang))
     fig.update_yaxes(title=f"PE({position}) · PE({position}+k)")
-    return layout(fig, "Similarity of positions k apart", 340)
+    return layout(fig, t("pe.fig.similarity", lang), 340)
 
 
 def rotation_figure(
-    before: np.ndarray, after: np.ndarray, rotated: np.ndarray, pair: int, k: int
+    before: np.ndarray, after: np.ndarray, rotated: np.ndarray, pair: int, k: int, lang: str = "en"
 ) -> go.Figure:
     """One (sin, cos) pair on the unit circle: PE(pos), PE(pos+k), and M_k·PE(pos) landing on it."""
     angle = np.linspace(0, 2 * np.pi, 200)
@@ -211,16 +230,16 @@ def rotation_figure(
     fig.update_xaxes(title=f"cos (dim {2 * pair + 1})", range=[-1.25, 1.25], scaleanchor="y", zeroline=True)
     fig.update_yaxes(title=f"sin (dim {2 * pair})", range=[-1.25, 1.25], zeroline=True)
     fig.update_layout(legend=dict(orientation="h", y=-0.2))
-    return layout(fig, f"Pair i = {pair}: a rotation", 400)
+    return layout(fig, t("pe.fig.rotation", lang, i=pair), 400)
 
 
-def norms_figure(embedding_norms: np.ndarray, pe_norm: float) -> go.Figure:
+def norms_figure(embedding_norms: np.ndarray, pe_norm: float, lang: str = "en") -> go.Figure:
     """Histogram of ‖√d·E[token]‖ with the (constant) PE norm marked."""
     fig = go.Figure(
         go.Histogram(
             x=np.asarray(embedding_norms, dtype=float),
             nbinsx=40,
-            name="token embeddings",
+            name=t("pe.fig.embeddings", lang),
             marker_color="#3b75af",
             opacity=0.85,
         )
@@ -231,6 +250,6 @@ def norms_figure(embedding_norms: np.ndarray, pe_norm: float) -> go.Figure:
         annotation_text=f"‖PE(pos)‖ = √(d/2) = {pe_norm:.2f}",
         annotation_position="top right",
     )
-    fig.update_xaxes(title="vector norm")
-    fig.update_yaxes(title="number of tokens")
-    return layout(fig, "Word embeddings (×√d_model) vs positional encoding", 360)
+    fig.update_xaxes(title=t("pe.fig.norm_axis", lang))
+    fig.update_yaxes(title=t("pe.fig.count_axis", lang))
+    return layout(fig, t("pe.fig.norms", lang), 360)

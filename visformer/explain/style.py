@@ -14,7 +14,13 @@ DIVERGING_SCALE = "RdBu"
 MASK_COLOR = "#b0b0b0"
 MASK_BACKGROUND = "#efefef"
 MASK_HOVER = "masked: a future position the decoder may not see"
-FONT = dict(family="Inter, 'Source Sans Pro', sans-serif", size=13)
+# Latin first, then families with Hangul (Linux, macOS, Windows): the browser takes each glyph from the first
+# family that has it, on the page and in the PNG the toolbar's camera button draws from the same SVG.
+FONT = dict(
+    family="Inter, 'Source Sans Pro', 'Noto Sans KR', 'Noto Sans CJK KR', 'Nanum Gothic', 'NanumGothic', "
+    "'Apple SD Gothic Neo', 'Malgun Gothic', sans-serif",
+    size=13,
+)
 
 
 def chart_config(filename: str) -> dict:

@@ -152,12 +152,12 @@ class HeadsParam:
 
 ParamSpec = IntParam | FloatParam | FlagParam | ChoiceParam | NamesParam | TextParam | HeadsParam
 KIND_INITIAL = {k.name: k.initial for k in KIND.values()}
-_HEAD = re.compile(r"^([edc])(\d{1,3})\.(\d{1,3})$")
+_HEAD = re.compile(r"([edc])(\d{1,3})\.(\d{1,3})")
 
 
 def parse_head(code: str) -> tuple[str, int, int]:
     """'e0.1' -> ("encoder", 0, 1)."""
-    match = _HEAD.match(code.strip())
+    match = _HEAD.fullmatch(code.strip())
     if not match:
         raise ValueError(f"{code!r} is not a head like 'e0.1'")
     kind = {v: k for k, v in KIND_INITIAL.items()}[match.group(1)]
@@ -192,6 +192,7 @@ ATTENTION_TABS = (
     "Head statistics",
     "Ablation",
     "Inside one head",
+    "Follow a word",
 )
 
 DECODING_TABS = ("Step by step", "Beam search tree", "Samples")
@@ -245,6 +246,8 @@ VIEW_PARAMS: dict[str, ParamSpec] = {
     "ablate": HeadsParam(),
     "stat": ChoiceParam("entropy", ("entropy", "diagonal", "previous", "first", "last", "alignment")),
     "dk": IntParam(64, 1, 1024),
+    "word": IntParam(-1, -1, 511),  # Follow a word: source piece (-1: chosen by the page)
+    "tword": IntParam(-1, -1, 511),  # Follow a word: output piece (-1: chosen by the page)
     "pe_d": IntParam(64, 4, 1024),
     "pe_len": IntParam(100, 10, 1000),
     "pe_pair": IntParam(4, 0, 511),
@@ -280,6 +283,8 @@ def url_params(
         if key not in values or key not in specs:
             continue
         value = tuple(values[key]) if isinstance(values[key], list) else values[key]
+        if value is None:  # not chosen yet (e.g. Follow a word before the page picks a word)
+            continue
         if key in ("checkpoint", "sentence") or value != specs[key].default:
             if value not in ("", ()):
                 out[key] = specs[key].encode(value)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -179,14 +179,26 @@ class CausalLM(nn.Module):
         return _summed_cross_entropy(self(batch.tgt_in).logits, batch.tgt_out, self.config.pad_id)
 
 
+def _argmax(logits: Tensor) -> Tensor:
+    """Greedy choice: the most likely piece of each row of logits (B, V) -> (B,)."""
+    return logits.argmax(dim=-1)
+
+
 @torch.no_grad()
 def generate(
-    model: CausalLM, prompt: Tensor, max_new: int, eos_id: int = EOS_ID, *, use_cache: bool = True
+    model: CausalLM,
+    prompt: Tensor,
+    max_new: int,
+    eos_id: int = EOS_ID,
+    *,
+    use_cache: bool = True,
+    choose: Callable[[Tensor], Tensor] = _argmax,
 ) -> tuple[Tensor, Tensor]:
-    """Greedy continuation of prompt (B, P): new pieces (B, N) and their logits (B, N, V).
+    """Continuation of prompt (B, P): new pieces (B, N) and the logits (B, N, V) each was chosen from.
 
-    With the cache each step feeds only the newest piece; without it every step reruns the whole
-    sequence (the reference the cache must equal). Stops early once every row has produced eos.
+    `choose` turns one step's logits (B, V) into pieces (B,): greedy by default, or a sampler built from
+    visformer.decoding's filters. With the cache each step feeds only the newest piece; without it every
+    step reruns the whole sequence (the reference the cache must equal). Stops once every row has produced eos.
     """
     if prompt.shape[1] + max_new > model.config.max_len:
         raise ValueError(
@@ -198,7 +210,7 @@ def generate(
     done = torch.zeros(prompt.shape[0], dtype=torch.bool, device=prompt.device)
     for _ in range(max_new):
         last = model(step_input if use_cache else seq, cache=cache).logits[:, -1]  # (B, V)
-        token = last.argmax(dim=-1)  # (B,)
+        token = choose(last)  # (B,)
         new.append(token), logits.append(last)
         seq = torch.cat([seq, token[:, None]], dim=1)
         step_input = token[:, None]

@@ -1,0 +1,58 @@
+"""The Attention page in real Chromium, in Korean, on a long sentence: every tab drawn, a screenshot each.
+
+Same launch conventions as tests/test_browser.py (its `server` and `browser` fixtures). Screenshots go to
+artifacts/screenshots/attention-ko-long-*.png: look at them (Hangul token labels must not run into each other).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote_plus, urlencode
+
+import pytest
+
+from tests.test_browser import (  # noqa: F401 (fixtures)
+    REPO,
+    WAIT_MS,
+    _check_and_shoot,
+    _open,
+    _visible_charts,
+    _wait_until_idle,
+    browser,
+    server,
+)
+from visformer import i18n
+from visformer.checkpoint import list_checkpoints
+
+pytestmark = pytest.mark.browser
+
+LONG_KO = (
+    "강아지가 책상 위에 있는 음식을 먹었는데 그가 그것을 먹은 이유는 배고팠기 때문이다. 드디어 금요일이다. "
+    "우리는 내일 아침 일찍 기차를 타고 바닷가에 있는 할머니 댁에 가서 맛있는 저녁을 먹을 거예요."
+)
+TABS = {"One head": "one", "All heads": "all", "Step through generation": "steps", "Follow a word": "word",
+        "Inside one head": "inside"}  # URL value -> its text key  # fmt: skip
+
+
+def test_attention_page_in_korean_with_a_long_sentence(server: str, browser) -> None:  # noqa: F811
+    names = {p.name for p in list_checkpoints(REPO / "checkpoints")}
+    if "tatoeba-ko-en" not in names:
+        pytest.skip("the shipped Korean→English checkpoint is missing")
+    query = {"checkpoint": "tatoeba-ko-en", "sentence": LONG_KO, "lang": "ko", "view": "encoder"}
+    page, errors = _open(browser, f"{server}/?{urlencode(query)}")
+    try:
+        _visible_charts(page, 2)
+        assert page.get_by_role("heading", name="어텐션").count() >= 1
+        pieces = page.get_by_text(i18n.t("attention.source_pieces", "ko")).first.inner_text()
+        assert pieces.count("▁") >= 20  # a long sentence: the views below must stay legible
+        for tab, text in TABS.items():
+            if tab != "One head":
+                page.get_by_role("tab", name=i18n.t(f"attention.tab.{text}", "ko"), exact=True).click()
+                page.wait_for_function(
+                    "(t) => location.search.includes(t)", arg=quote_plus(tab), timeout=WAIT_MS
+                )
+                _wait_until_idle(page)
+            _visible_charts(page, 1)
+            _check_and_shoot(page, "attention-ko-long-" + tab.lower().replace(" ", "-"), errors)
+        assert "tab=Inside+one+head" in page.url  # a Korean tab label, an English link
+    finally:
+        page.close()

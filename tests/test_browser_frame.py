@@ -1,0 +1,66 @@
+"""The frame in real Chromium, in Korean: sidebar (toggle, model card, share link), script warning, PE page, PNG.
+
+Same launch conventions as tests/test_browser.py. Screenshots go to artifacts/screenshots/frame-ko-*.png and the
+downloaded chart to artifacts/screenshots/frame-ko-chart.png (look at them: Hangul must render everywhere).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.test_browser import SHOTS, WAIT_MS, _visible_charts, _wait_until_idle, browser, server  # noqa: F401 (fixtures)
+from tests.test_browser_lesson import _korean_checkpoint
+from tests.test_browser_pages import VIEWPORT, _no_exception
+from visformer import i18n
+
+pytestmark = pytest.mark.browser
+
+
+def _open(tab, base: str, path: str) -> None:
+    """Open a view and wait until its charts are drawn and the script is idle."""
+    tab.goto(f"{base}/{path}", wait_until="domcontentloaded", timeout=WAIT_MS)
+    _visible_charts(tab, 1)
+    _wait_until_idle(tab)
+    tab.wait_for_timeout(800)  # plotly finishes drawing
+
+
+@pytest.fixture
+def tab(server: str, browser):  # noqa: F811
+    """A fresh tab after the frame has been loaded once on this server; no JavaScript error while it was open."""
+    tab = browser.new_page(viewport=VIEWPORT)
+    errors: list[str] = []
+    tab.on("pageerror", lambda exc: errors.append(str(exc)))
+    _open(tab, server, "")  # st.navigation registers the pages
+    yield tab
+    tab.close()
+    assert not errors, errors
+
+
+def test_korean_frame_sidebar_and_pages_in_chromium(server: str, tab) -> None:  # noqa: F811
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    checkpoint = _korean_checkpoint()
+    query = "lang=ko" + (f"&checkpoint={checkpoint}&sentence=I+love+you." if checkpoint else "")
+    _open(tab, server, f"?{query}")  # the Attention page is the default page: its address is /
+    sidebar = tab.locator('[data-testid="stSidebar"]')
+    sidebar.get_by_text(i18n.t("frame.card.title", "ko")).click()  # open the model card
+    sidebar.get_by_text(i18n.t("frame.share.title", "ko")).wait_for(timeout=WAIT_MS)
+    if checkpoint:  # English typed into the Korean model: named, with a button to switch
+        tab.get_by_text("로마자").first.wait_for(timeout=WAIT_MS)
+    _no_exception(tab)
+    tab.screenshot(path=str(SHOTS / "frame-ko-attention.png"), full_page=True)
+
+    chart = tab.locator(".js-plotly-plot:visible").first
+    chart.hover()
+    with tab.expect_download(timeout=WAIT_MS) as download:
+        chart.locator('.modebar-btn[data-title*="png" i]').click(force=True)  # plotly's camera button
+    download.value.save_as(str(SHOTS / "frame-ko-chart.png"))
+
+    _open(tab, server, "positional_encoding?lang=ko")
+    tab.get_by_role("heading", name="포지셔널 인코딩").first.wait_for(timeout=WAIT_MS)
+    _no_exception(tab)
+    tab.screenshot(path=str(SHOTS / "frame-ko-pe.png"), full_page=True)
+
+    _open(tab, server, "positional_encoding")  # a fresh language choice goes into the URL
+    tab.locator('[data-testid="stSidebar"]').get_by_text("한국어", exact=True).click()
+    tab.wait_for_url("**lang=ko**", timeout=WAIT_MS)
+    tab.get_by_role("heading", name="포지셔널 인코딩").first.wait_for(timeout=WAIT_MS)

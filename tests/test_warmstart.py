@@ -1,0 +1,124 @@
+"""Warm start (`train --init`): layers kept, embeddings moved onto a new vocabulary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from visformer.checkpoint import load_checkpoint
+from visformer.cli import main
+from visformer.tokenizer import SentencePieceTokenizer
+from visformer.warmstart import transplant_rows, warm_start
+
+from .test_cli import TINY
+
+OLD_TEXTS = ["a dog runs on the grass", "ein hund rennt auf dem gras", "two men play music"] * 20
+NEW_TEXTS = OLD_TEXTS + ["where is the train station", "wo ist der bahnhof", "i love you"] * 20
+
+
+def write_corpus(folder: Path, texts: list[str]) -> tuple[str, str]:
+    """Line-aligned src/tgt files (the same sentence on both sides: a copy corpus)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "src").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    (folder / "tgt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    return str(folder / "src"), str(folder / "tgt")
+
+
+def test_shared_pieces_keep_their_rows_and_new_ones_average_their_old_pieces() -> None:
+    old_tok = SentencePieceTokenizer.train(OLD_TEXTS, 300, num_threads=1)
+    new_tok = SentencePieceTokenizer.train(NEW_TEXTS, 320, num_threads=1)
+    old = torch.randn(old_tok.vocab_size, 8)  # (vocab_old, d)
+    rows = transplant_rows(old, old_tok, new_tok)  # (vocab_new, d)
+    assert rows.shape == (new_tok.vocab_size, 8)
+    old_pieces = old_tok.pieces(range(old_tok.vocab_size))
+    new_pieces = new_tok.pieces(range(new_tok.vocab_size))
+    shared = [p for p in new_pieces if p in old_pieces]
+    assert len(shared) > 260  # specials and the 256 byte pieces at least
+    for piece in shared:
+        assert torch.equal(rows[new_pieces.index(piece)], old[old_pieces.index(piece)])
+    fresh = [p for p in new_pieces if p not in old_pieces]
+    assert fresh
+    ids = old_tok.encode(fresh[0].replace("▁", " "))
+    assert torch.allclose(rows[new_pieces.index(fresh[0])], old[ids].mean(0))
+
+
+def test_a_warm_start_with_the_same_tokenizer_is_the_same_model(tmp_path: Path) -> None:
+    src, tgt = write_corpus(tmp_path / "data", OLD_TEXTS)
+    first = tmp_path / "first"
+    assert (
+        main(
+            [
+                "train",
+                "--corpus",
+                src,
+                tgt,
+                "--out",
+                str(first),
+                "--steps",
+                "3",
+                "--vocab-size",
+                "300",
+                "--eval-every",
+                "3",
+                "--no-progress",
+                *TINY,
+            ]
+        )
+        == 0
+    )
+    ckpt = load_checkpoint(first)
+    model = warm_start(ckpt, ckpt.src_tokenizer, ckpt.tgt_tokenizer).eval()
+    for name, value in ckpt.model.state_dict().items():
+        assert torch.equal(model.state_dict()[name], value), name
+
+
+def test_cli_init_trains_on_a_new_vocabulary_from_the_old_layers(tmp_path: Path, capsys) -> None:
+    src, tgt = write_corpus(tmp_path / "old", OLD_TEXTS)
+    first = tmp_path / "first"
+    common = ["--eval-every", "3", "--no-progress", *TINY]
+    assert (
+        main(
+            [
+                "train",
+                "--corpus",
+                src,
+                tgt,
+                "--out",
+                str(first),
+                "--steps",
+                "3",
+                "--vocab-size",
+                "300",
+                *common,
+            ]
+        )
+        == 0
+    )
+    src2, tgt2 = write_corpus(tmp_path / "new", NEW_TEXTS)
+    second = tmp_path / "second"
+    assert (
+        main(
+            [
+                "train",
+                "--corpus",
+                src2,
+                tgt2,
+                "--out",
+                str(second),
+                "--steps",
+                "2",
+                "--vocab-size",
+                "320",
+                "--init",
+                str(first),
+                *common,
+            ]
+        )
+        == 0
+    )
+    old, new = load_checkpoint(first), load_checkpoint(second)
+    assert new.model_config.d_model == old.model_config.d_model
+    assert new.src_tokenizer.vocab_size != old.src_tokenizer.vocab_size
+    code = main(["train", "--task", "reverse", "--out", str(tmp_path / "x"), "--init", str(first), *common])
+    assert code == 2 and "--init starts a corpus run" in capsys.readouterr().err
