@@ -412,18 +412,18 @@ def test_heads_codes_round_trip_and_mask_rows() -> None:
 
 def test_checkpoint_discovery_and_default(tmp_path: Path) -> None:
     shipped, user = tmp_path / "shipped", tmp_path / "user"
-    for name in ("reverse", "multi30k-en-de", "copy"):
+    for name in ("reverse", "multi30k-en-de", "en-de", "copy"):
         (shipped / name).mkdir(parents=True)
         (shipped / name / "config.json").write_text("{}")
     (shipped / "half-written").mkdir()  # no config.json: not a checkpoint
     (user / "mine").mkdir(parents=True)
     (user / "mine" / "config.json").write_text("{}")
     found = catalogue.discover_checkpoints(shipped, user)
-    assert [c.key for c in found] == ["multi30k-en-de", "copy", "reverse", "yours/mine"]
-    assert catalogue.default_choice(found).key == "multi30k-en-de"
-    assert catalogue.default_choice([c for c in found if c.key != "multi30k-en-de"]).key == "copy"
+    assert [c.key for c in found] == ["en-de", "copy", "multi30k-en-de", "reverse", "yours/mine"]
+    assert catalogue.default_choice(found).key == catalogue.DEFAULT_CHECKPOINT == "en-de"
+    assert catalogue.default_choice([c for c in found if c.key != "en-de"]).key == "copy"
     assert catalogue.find_choice(found, "yours/mine").label == "mine (yours)"
-    assert catalogue.find_choice(found, "nope").key == "multi30k-en-de"
+    assert catalogue.find_choice(found, "nope").key == "en-de"
     assert catalogue.default_choice([]) is None
     assert catalogue.checkpoint_stamp(shipped / "copy") > 0
 

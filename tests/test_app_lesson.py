@@ -157,12 +157,10 @@ def test_a_url_opens_the_step_it_names() -> None:
     assert param(at, "lesson_step") == "8"
 
 
-@pytest.mark.skipif(
-    not (SHIPPED / "tatoeba-ko-en").is_dir(), reason="the shipped Korean model is not in this tree"
-)
+@pytest.mark.skipif(not (SHIPPED / "ko-en").is_dir(), reason="the shipped Korean model is not in this tree")
 def test_the_korean_model_shows_the_lectures_example_in_the_self_attention_step(monkeypatch) -> None:
     monkeypatch.setenv("VISFORMER_CHECKPOINTS", str(SHIPPED))
-    at = open_lesson(lang="ko", lesson_step="4", checkpoint="tatoeba-ko-en")
+    at = open_lesson(lang="ko", lesson_step="4", checkpoint="ko-en")
     assert at.toggle(key="lesson_example").value is True
     pieces = "".join(str(o) for r in at.selectbox for o in r.options)
     assert "디어" in pieces and "금" in pieces  # 드디어 금요일 이다, cut into pieces
@@ -171,19 +169,17 @@ def test_the_korean_model_shows_the_lectures_example_in_the_self_attention_step(
     assert "디어" not in pieces
 
 
-@pytest.mark.skipif(
-    not (SHIPPED / "tatoeba-ko-en").is_dir(), reason="the shipped Korean model is not in this tree"
-)
+@pytest.mark.skipif(not (SHIPPED / "ko-en").is_dir(), reason="the shipped Korean model is not in this tree")
 def test_another_model_offers_the_korean_model_with_the_lectures_example(monkeypatch) -> None:
     monkeypatch.setenv("VISFORMER_CHECKPOINTS", str(SHIPPED))
     at = open_lesson(lang="ko", lesson_step="4", checkpoint="multi30k-en-de")
     assert not at.toggle, "an English source model has no lecture example to toggle"
     at.button(key="lesson_to_korean").click().run()
     assert not at.exception, [e.value for e in at.exception]
-    assert at.session_state["checkpoint"] == "tatoeba-ko-en"
+    assert at.session_state["checkpoint"] == "ko-en"
     assert at.session_state["sentence"] == ls.LECTURE_EXAMPLE
     assert at.toggle(key="lesson_example").value is True
-    assert param(at, "checkpoint") == "tatoeba-ko-en" and param(at, "lesson_step") == "4"
+    assert param(at, "checkpoint") == "ko-en" and param(at, "lesson_step") == "4"
 
 
 def test_a_checkpoint_that_is_not_a_transformer_gets_one_message(tmp_path, monkeypatch) -> None:

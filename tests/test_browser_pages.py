@@ -81,7 +81,7 @@ def test_train_then_replay_the_timeline_in_chromium(server: str, page) -> None: 
     page.get_by_label("Checkpoint name").press("Enter")
     _wait_until_idle(page)
     _shot(page, "train-settings")
-    page.get_by_role("button", name="Start training").click()
+    page.get_by_role("button", name="Start training", exact=True).click()
     page.get_by_text("Training…").first.wait_for(timeout=WAIT_MS)
     page.wait_for_function(
         "() => [...document.querySelectorAll('.js-plotly-plot')].filter(e => e.offsetParent).length >= 2",

@@ -12,7 +12,7 @@ from ..models import SEQ2SEQ_ARCHITECTURES, architecture_of
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED_ROOT = REPO / "checkpoints"
 USER_ROOT = REPO / "user_checkpoints"  # gitignored: the Train page saves here
-DEFAULT_CHECKPOINT = "multi30k-en-de"
+DEFAULT_CHECKPOINT = "en-de"  # Multi30k + Tatoeba: everyday sentences and scenes
 USER_PREFIX = "yours/"
 
 
