@@ -17,10 +17,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from deploy.launch import healthy  # noqa: F401 (the one health check; tests/test_browser.py imports it from here)
 
 if TYPE_CHECKING:  # imported where used: bench.common imports torch, which the AppTest child must not
     from .common import Section
@@ -78,15 +79,6 @@ def proc_memory_mib(pid: int) -> tuple[float, float]:
         if name in ("VmRSS", "VmHWM"):
             fields[name] = int(value.split()[0]) / 1024
     return fields.get("VmRSS", 0.0), fields.get("VmHWM", 0.0)
-
-
-def healthy(url: str) -> bool:
-    """True when Streamlit answers its health check."""
-    try:
-        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as response:
-            return response.status == 200
-    except OSError:
-        return False
 
 
 def app_env(user_root: str) -> dict[str, str]:

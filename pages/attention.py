@@ -539,7 +539,7 @@ def recurrent_section(key: tuple, sentence: str) -> None:
     st.markdown(tr("rnn_output", text=escape_markdown(run.text)))
     if run.cross.shape[0]:
         widgets.chart(fg.attention_heatmap(run.layer_map(0), run.query_pieces, run.src_pieces,
-                                           title=tr("rnn_map")), "attention-rnn-cross")  # fmt: skip
+                                           title=tr("rnn_map"), lang=session.lang()), "attention-rnn-cross")  # fmt: skip
     else:
         st.warning(tr("rnn_no_attention"))
     st.page_link("pages/rnn_vs_transformer.py", label=tr("rnn_compare_link"))

@@ -130,16 +130,17 @@ with tab_maps:
     left, right = st.columns(2)
     with left:
         widgets.chart(figs.attention_heatmap(head_map(enc_view, layer, head), enc_view.pieces, enc_view.pieces,
-                      title=tr("models.lm.map_encoder", layer=layer, head=head_text)), "lm-encoder")  # fmt: skip
+                      title=tr("models.lm.map_encoder", layer=layer, head=head_text), lang=session.lang()), "lm-encoder")  # fmt: skip
     with right:
         widgets.chart(figs.attention_heatmap(head_map(dec_view, layer, head), dec_view.pieces, dec_view.pieces,
-                      title=tr("models.lm.map_decoder", layer=layer, head=head_text), masked=dec_view.hidden),
+                      title=tr("models.lm.map_decoder", layer=layer, head=head_text), masked=dec_view.hidden,
+                      lang=session.lang()),
                       "lm-decoder")  # fmt: skip
 with tab_grid:
     widgets.chart(figs.attention_grid(enc_view.stack, enc_view.pieces, enc_view.pieces,
-                                      title=tr("models.lm.grid_encoder")), "lm-encoder-grid")  # fmt: skip
+                                      title=tr("models.lm.grid_encoder"), lang=session.lang()), "lm-encoder-grid")  # fmt: skip
     widgets.chart(figs.attention_grid(dec_view.stack, dec_view.pieces, dec_view.pieces, masked=dec_view.hidden,
-                                      title=tr("models.lm.grid_decoder")), "lm-decoder-grid")  # fmt: skip
+                                      title=tr("models.lm.grid_decoder"), lang=session.lang()), "lm-decoder-grid")  # fmt: skip
 with tab_stats:
     metric_labels = {m: tr(f"models.lm.metric.{m}") for m in METRICS}
     metric = st.selectbox(tr("models.lm.metric"), METRICS, key="lm_metric", format_func=metric_labels.get)
@@ -148,7 +149,7 @@ with tab_stats:
         grid = an.metric_grid(an.head_statistics(view.stack), metric)
         with column:
             widgets.chart(figs.metric_heatmap(grid, title=tr(f"models.lm.stat_{key}", metric=metric_labels[metric]),
-                                              value_name=metric), f"lm-{key}-stats")  # fmt: skip
+                                              value_name=metric, lang=session.lang()), f"lm-{key}-stats")  # fmt: skip
 
 st.header(tr("models.lm.fill_header"))
 st.caption(tr("models.lm.what_it_sees", text=escape_markdown(masked_text)))

@@ -99,7 +99,7 @@ with left:
     scores(st, rnn)
     if rnn.cross.shape[0]:
         widgets.chart(figs.attention_heatmap(rnn.layer_map(0), rnn.query_pieces, rnn.src_pieces,
-                                             title=tr("models.cmp.rnn_map")), "cmp-rnn")  # fmt: skip
+                                             title=tr("models.cmp.rnn_map"), lang=session.lang()), "cmp-rnn")  # fmt: skip
         st.caption(tr("models.cmp.rnn_only_cross"))
     else:
         st.info(tr("models.cmp.no_attention"))
@@ -107,5 +107,5 @@ with right:
     st.subheader(tf.name)
     scores(st, tf)
     widgets.chart(figs.attention_heatmap(tf.layer_map(layer), tf.query_pieces, tf.src_pieces,
-                                         title=tr("models.cmp.transformer_map", layer=layer)), "cmp-transformer")  # fmt: skip
+                                         title=tr("models.cmp.transformer_map", layer=layer), lang=session.lang()), "cmp-transformer")  # fmt: skip
 st.info(tr("models.cmp.lesson"))

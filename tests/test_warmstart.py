@@ -43,82 +43,27 @@ def test_shared_pieces_keep_their_rows_and_new_ones_average_their_old_pieces() -
     assert torch.allclose(rows[new_pieces.index(fresh[0])], old[ids].mean(0))
 
 
+def train_corpus(src: str, tgt: str, out: Path, steps: int, vocab: int, *extra: str) -> int:
+    """`visformer train --corpus` on the tiny size (exit code)."""
+    args = ["--out", str(out), "--steps", str(steps), "--vocab-size", str(vocab), "--eval-every", "3"]
+    return main(["train", "--corpus", src, tgt, *args, *extra, *TINY])
+
+
 def test_a_warm_start_with_the_same_tokenizer_is_the_same_model(tmp_path: Path) -> None:
     src, tgt = write_corpus(tmp_path / "data", OLD_TEXTS)
-    first = tmp_path / "first"
-    assert (
-        main(
-            [
-                "train",
-                "--corpus",
-                src,
-                tgt,
-                "--out",
-                str(first),
-                "--steps",
-                "3",
-                "--vocab-size",
-                "300",
-                "--eval-every",
-                "3",
-                "--no-progress",
-                *TINY,
-            ]
-        )
-        == 0
-    )
-    ckpt = load_checkpoint(first)
+    assert train_corpus(src, tgt, tmp_path / "first", 3, 300) == 0
+    ckpt = load_checkpoint(tmp_path / "first")
     model = warm_start(ckpt, ckpt.src_tokenizer, ckpt.tgt_tokenizer).eval()
     for name, value in ckpt.model.state_dict().items():
         assert torch.equal(model.state_dict()[name], value), name
 
 
 def test_cli_init_trains_on_a_new_vocabulary_from_the_old_layers(tmp_path: Path, capsys) -> None:
-    src, tgt = write_corpus(tmp_path / "old", OLD_TEXTS)
-    first = tmp_path / "first"
-    common = ["--eval-every", "3", "--no-progress", *TINY]
-    assert (
-        main(
-            [
-                "train",
-                "--corpus",
-                src,
-                tgt,
-                "--out",
-                str(first),
-                "--steps",
-                "3",
-                "--vocab-size",
-                "300",
-                *common,
-            ]
-        )
-        == 0
-    )
-    src2, tgt2 = write_corpus(tmp_path / "new", NEW_TEXTS)
-    second = tmp_path / "second"
-    assert (
-        main(
-            [
-                "train",
-                "--corpus",
-                src2,
-                tgt2,
-                "--out",
-                str(second),
-                "--steps",
-                "2",
-                "--vocab-size",
-                "320",
-                "--init",
-                str(first),
-                *common,
-            ]
-        )
-        == 0
-    )
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert train_corpus(*write_corpus(tmp_path / "old", OLD_TEXTS), first, 3, 300) == 0
+    assert train_corpus(*write_corpus(tmp_path / "new", NEW_TEXTS), second, 2, 320, "--init", str(first)) == 0
     old, new = load_checkpoint(first), load_checkpoint(second)
     assert new.model_config.d_model == old.model_config.d_model
     assert new.src_tokenizer.vocab_size != old.src_tokenizer.vocab_size
-    code = main(["train", "--task", "reverse", "--out", str(tmp_path / "x"), "--init", str(first), *common])
+    code = main(["train", "--task", "reverse", "--out", str(tmp_path / "x"), "--init", str(first), *TINY])
     assert code == 2 and "--init starts a corpus run" in capsys.readouterr().err
