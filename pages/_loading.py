@@ -15,7 +15,7 @@ import streamlit as st
 import torch
 
 from pages import _state as session
-from pages._state import capitalised, session_id, tr
+from pages._state import session_id, tr
 from visformer import i18n
 from visformer.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from visformer.classroom import catalogue
@@ -65,7 +65,7 @@ def fitted_sentence(ck: Checkpoint, text: str) -> str:
     try:
         whole = clean_sentence(text, replace(bounds, max_sentence_chars=sys.maxsize))  # only cleaned, not cut
     except InputError as exc:
-        raise InputError(capitalised(str(exc))) from exc
+        raise InputError(session.error(exc)) from exc
     if whole.changed:
         st.info(tr("frame.controls"))
     if len(whole.text) > bounds.max_sentence_chars:
@@ -137,7 +137,7 @@ def current_checkpoint() -> tuple[catalogue.CheckpointChoice, Checkpoint] | None
         with st.spinner(tr("frame.loading")):
             return choice, load(str(choice.path), catalogue.checkpoint_stamp(choice.path))
     except (CheckpointError, OSError) as exc:
-        st.error(tr("frame.load_error", name=label(choice), error=exc))
+        st.error(tr("frame.load_error", name=label(choice), error=session.error(exc, capital=False)))
         return None
 
 

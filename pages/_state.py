@@ -101,3 +101,9 @@ def switch_checkpoint(key: str, keep_sentence: bool = False) -> None:
 def capitalised(text: str) -> str:
     """A message that starts with a capital letter (the package's messages start in lower case)."""
     return text[:1].upper() + text[1:]
+
+
+def error(exc: BaseException, capital: bool = True) -> str:
+    """An error's message in this session's language, capitalised unless it starts with a file name."""
+    text = i18n.error_text(exc, lang())
+    return capitalised(text) if capital else text

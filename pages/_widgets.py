@@ -11,6 +11,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 import streamlit as st
 
+from pages import _state as session
 from pages._loading import limits, user_root
 from pages._state import PERSIST, clamp_state, tr
 from visformer.classroom import catalogue
@@ -31,7 +32,10 @@ def _import_checkpoint() -> None:
         state["checkpoint"] = catalogue.USER_PREFIX + path.name
         state["_import_message"] = ("success", tr("frame.transfer.imported", name=path.name))
     except (ValueError, OSError) as exc:  # InputError, ArchiveError, CheckpointError: one clear message
-        state["_import_message"] = ("error", tr("frame.transfer.refused", error=exc))
+        state["_import_message"] = (
+            "error",
+            tr("frame.transfer.refused", error=session.error(exc, capital=False)),
+        )
 
 
 def checkpoint_transfer(choice: catalogue.CheckpointChoice | None) -> None:

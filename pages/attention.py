@@ -575,7 +575,7 @@ def main() -> None:
             return
         view = loading.translation(*key, sentence)
     except ValueError as exc:
-        st.error(str(exc))
+        st.error(session.error(exc))
         session.sync_url(KEYS)
         return
     key = (*key, sentence)

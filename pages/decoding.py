@@ -185,7 +185,7 @@ def comparison_section(views: list[dfig.StrategyView], reference: str, n_allowed
 def step_section(views: list[dfig.StrategyView]) -> None:
     """For one strategy and step: candidates before and after the filters, the kept set, the choice."""
     names = [v.strategy for v in views]
-    labels = {v.strategy: v.label for v in views}
+    labels = {v.strategy: v.label(session.lang()) for v in views}
     state = st.session_state
     if state.get("dec_step_strategy") not in names:
         state["dec_step_strategy"] = names[0]
@@ -213,7 +213,7 @@ def beam_section(key: tuple, sentence: str, limits: HostedLimits) -> None:
     """The beam search tree and its n best hypotheses."""
     params = params_of("beam", limits)
     view = decode(*key, sentence, "beam", params)
-    st.markdown(f"**{view.label}** → {escape_markdown(view.text) or session.tr('decoding.empty')}")
+    st.markdown(f"**{view.label(session.lang())}** → {escape_markdown(view.text) or session.tr('decoding.empty')}")
     widgets.chart(dfig.beam_tree_figure(view.tree, view.best_node, lang=session.lang()), "beam-tree")
     st.caption(session.tr("decoding.beam_caption"))
     cols = [session.tr(k) for k in ("decoding.col.rank", "decoding.col.hypothesis", "decoding.col.logp",
@@ -283,7 +283,7 @@ def main() -> None:
     try:
         sentence = loading.fitted_sentence(ck, state.get("sentence", ""))
     except ValueError as exc:
-        st.error(session.capitalised(str(exc)))
+        st.error(session.error(exc))
         session.sync_url(KEYS)
         return
 
@@ -308,7 +308,7 @@ def main() -> None:
             try:
                 views.append(decode(*key, sentence, strategy, params))
             except ValueError as exc:
-                st.error(f"{strategy}: {session.capitalised(str(exc))}")
+                st.error(f"{strategy}: {session.error(exc)}")
     if views:
         comparison_section(views, reference, dfig.allowed_tokens(ck.tgt_tokenizer))
     if state.get("dec_tab") not in TABS:

@@ -13,13 +13,15 @@ from visformer.classroom.inputs import clean_sentence, escape_markdown
 from visformer.explain import analysis as an
 from visformer.explain import attention as figs
 from visformer.explain import language_models as lms
+from visformer.explain import views as sup
 
 session.ensure_frame()
 tr = session.tr
 
 ENCODER, DECODER = "lm-encoder-en", "lm-decoder-en"  # shipped checkpoints (visformer.models.lm_recipe)
 EXAMPLE = "A little girl is [MASK] in the park with her dog."
-METRICS = ("entropy / log k", "previous", "diagonal", "first")
+METRICS = sup.LM_METRICS
+KEYS = [k for k in sup.MODELS_PARAMS if k.startswith("lm_")]  # written into the URL: a link restores the view
 
 
 def where(name: str) -> tuple[str, float]:
@@ -81,24 +83,29 @@ cfg = enc_ck.model_config
 st.caption(tr("models.lm.about_models", layers=cfg.n_encoder_layers, heads=cfg.n_heads, d=cfg.d_model,
               params=f"{enc_ck.model.num_parameters():,}", enc_ppl=perplexity(enc_ck), dec_ppl=perplexity(dec_ck)))  # fmt: skip
 
-st.session_state.setdefault("lm_sentence", EXAMPLE)
-raw = st.text_input(tr("models.lm.sentence"), key="lm_sentence")
+state = st.session_state
+if not state.get("_lm_seeded"):  # the example on a first visit, unless the link names a sentence
+    state["_lm_seeded"] = True
+    state["lm_sentence"] = state.get("lm_sentence") or EXAMPLE
+raw = st.text_input(tr("models.lm.sentence"), key="lm_sentence", persist_state=session.PERSIST)
 try:
     sentence = clean_sentence(raw, loading.limits()).text
 except ValueError as exc:
-    st.warning(tr("models.lm.bad_sentence", reason=str(exc)))
+    st.warning(tr("models.lm.bad_sentence", reason=session.error(exc, capital=False)))
+    session.sync_url(KEYS)
     st.stop()
 
 # [MASK]: the one the student wrote, or a word picked to hide
 words = lms.mask_words(sentence)
 written = lms.MASK_TOKEN in sentence
-if st.session_state.get("lm_hide", -1) >= len(words):  # a shorter sentence than the word picked before
-    st.session_state["lm_hide"] = -1
+if not -1 <= state.get("lm_hide", -1) < len(words):  # a shorter sentence than the word picked before
+    state["lm_hide"] = -1
 hide_labels = {-1: tr("models.lm.hide_written" if written else "models.lm.hide_none")}
 hide_labels |= {
     i: word for i, (_, _, word) in enumerate(words)
 }  # labels made now: format_func runs outside the page
-hide = st.selectbox(tr("models.lm.hide"), list(hide_labels), key="lm_hide", format_func=hide_labels.get)
+hide = st.selectbox(tr("models.lm.hide"), list(hide_labels), key="lm_hide", format_func=hide_labels.get,
+                    persist_state=session.PERSIST)  # fmt: skip
 masked_text = sentence if hide < 0 else lms.hide_word(sentence, hide)
 
 (enc_path, enc_stamp), (dec_path, dec_stamp) = where(ENCODER), where(DECODER)
@@ -121,19 +128,24 @@ tab_maps, tab_grid, tab_stats = st.tabs(
 with tab_maps:
     n_layers, n_heads = enc_view.stack.shape[:2]
     c1, c2 = st.columns(2)
-    layer = c1.selectbox(tr("models.lm.layer"), list(range(n_layers)), index=n_layers - 1, key="lm_layer")
+    if not 0 <= state.get("lm_layer", -1) < n_layers:  # -1 (a first visit): the last layer
+        state["lm_layer"] = n_layers - 1
+    layer = widgets.index_slider(tr("models.lm.layer"), n_layers, "lm_layer", container=c1, from_one=True)
     head_labels = {-1: tr("models.lm.head_mean")} | {
-        h: tr("models.lm.head_n", head=h) for h in range(n_heads)
-    }
-    head = c2.selectbox(tr("models.lm.head"), list(head_labels), key="lm_head", format_func=head_labels.get)
+        h: tr("models.lm.head_n", head=h + 1) for h in range(n_heads)
+    }  # counted from 1 on screen
+    if state.get("lm_head", -1) not in head_labels:
+        state["lm_head"] = -1
+    head = c2.selectbox(tr("models.lm.head"), list(head_labels), key="lm_head", format_func=head_labels.get,
+                        persist_state=session.PERSIST)  # fmt: skip
     head_text = head_labels[head]
     left, right = st.columns(2)
     with left:
         widgets.chart(figs.attention_heatmap(head_map(enc_view, layer, head), enc_view.pieces, enc_view.pieces,
-                      title=tr("models.lm.map_encoder", layer=layer, head=head_text), lang=session.lang()), "lm-encoder")  # fmt: skip
+                      title=tr("models.lm.map_encoder", layer=layer + 1, head=head_text), lang=session.lang()), "lm-encoder")  # fmt: skip
     with right:
         widgets.chart(figs.attention_heatmap(head_map(dec_view, layer, head), dec_view.pieces, dec_view.pieces,
-                      title=tr("models.lm.map_decoder", layer=layer, head=head_text), masked=dec_view.hidden,
+                      title=tr("models.lm.map_decoder", layer=layer + 1, head=head_text), masked=dec_view.hidden,
                       lang=session.lang()),
                       "lm-decoder")  # fmt: skip
 with tab_grid:
@@ -143,7 +155,8 @@ with tab_grid:
                                       title=tr("models.lm.grid_decoder"), lang=session.lang()), "lm-decoder-grid")  # fmt: skip
 with tab_stats:
     metric_labels = {m: tr(f"models.lm.metric.{m}") for m in METRICS}
-    metric = st.selectbox(tr("models.lm.metric"), METRICS, key="lm_metric", format_func=metric_labels.get)
+    metric = st.selectbox(tr("models.lm.metric"), METRICS, key="lm_metric", format_func=metric_labels.get,
+                          persist_state=session.PERSIST)  # fmt: skip
     left, right = st.columns(2)
     for column, view, key in ((left, enc_view, "encoder"), (right, dec_view, "decoder")):
         grid = an.metric_grid(an.head_statistics(view.stack), metric)
@@ -168,15 +181,19 @@ strategy = st.radio(
     horizontal=True,
     key="lm_strategy",
     format_func=strategy_labels.get,
+    persist_state=session.PERSIST,
 )
 params: dict[str, float] = {}
 if strategy == "sampling":
     c1, c2, c3, c4 = st.columns(4)
-    params["temperature"] = c1.slider(tr("models.lm.temperature"), 0.1, 2.0, 1.0, 0.1, key="lm_temperature")
-    params["top_k"] = c2.slider(tr("models.lm.top_k"), 0, 50, 0, key="lm_top_k")
-    params["top_p"] = c3.slider(tr("models.lm.top_p"), 0.05, 1.0, 0.9, 0.05, key="lm_top_p")
-    params["seed"] = c4.number_input(tr("models.lm.seed"), 0, 10_000, 0, key="lm_seed")
-max_new = st.slider(tr("models.lm.max_new"), 1, 30, 12, key="lm_max_new")
+    keep = {"persist_state": session.PERSIST}
+    params["temperature"] = c1.slider(
+        tr("models.lm.temperature"), 0.1, 2.0, step=0.1, key="lm_temperature", **keep
+    )
+    params["top_k"] = c2.slider(tr("models.lm.top_k"), 0, 50, key="lm_top_k", **keep)
+    params["top_p"] = c3.slider(tr("models.lm.top_p"), 0.05, 1.0, step=0.05, key="lm_top_p", **keep)
+    params["seed"] = int(c4.number_input(tr("models.lm.seed"), 0, 10_000, key="lm_seed", **keep))
+max_new = st.slider(tr("models.lm.max_new"), 1, 30, key="lm_max_new", persist_state=session.PERSIST)
 prompt = lms.prompt_before_mask(masked_text)
 result = continuation(dec_path, dec_stamp, prompt, max_new, strategy, tuple(sorted(params.items())))
 st.markdown(tr("models.lm.continuation", prompt=escape_markdown(prompt), text=escape_markdown(result.text)))
@@ -195,3 +212,4 @@ st.dataframe(
 if lms.MASK_TOKEN in masked_text:
     st.caption(tr("models.lm.left_only", prompt=escape_markdown(prompt)))
 st.caption(tr("models.lm.continue_caption"))
+session.sync_url(KEYS)

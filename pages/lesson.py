@@ -549,7 +549,7 @@ def main() -> None:
         sentence = loading.fitted_sentence(ck, state["sentence"])
         view = loading.translation(*key, sentence)
     except ValueError as exc:
-        st.error(str(exc))
+        st.error(session.error(exc))
         session.sync_url(KEYS)
         return
     st.markdown(f"{i18n.t('lesson.translation', lang)} **{escape_markdown(view.text)}**")

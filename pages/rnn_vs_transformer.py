@@ -15,28 +15,53 @@ from visformer.classroom import catalogue
 from visformer.classroom.inputs import clean_sentence, escape_markdown
 from visformer.explain import attention as figs
 from visformer.explain import comparison as cmp
+from visformer.explain import views as sup
 from visformer.models import RNN_SCORES, architecture_of
 
 session.ensure_frame()
 tr = session.tr
 
-EXAMPLE = "m r z f q n o"
+EXAMPLE = "m r z f q n o"  # a toy task's input
+CORPUS_EXAMPLE = "A little girl in a pink dress is climbing the stairs of a wooden house with her father."
+KEYS = [
+    k for k in sup.MODELS_PARAMS if k.startswith("cmp_")
+]  # written into the URL: a link restores the view
 
 
 def pairs() -> dict[str, str]:
-    """Shipped RNN checkpoints and the shipped Transformer trained on the same task ({rnn name: transformer name})."""
+    """Shipped RNN checkpoints and their Transformer ({rnn name: transformer name}).
+
+    The Transformer is the one the RNN's info names (`compare_with`, for corpus models), else the one trained
+    on the same toy task.
+    """
     found, transformers = {}, {}
     folders = list_checkpoints(catalogue.checkpoint_roots()[0])
-    task_of = {
-        p.name: json.loads((p / "config.json").read_text(encoding="utf-8")).get("task") for p in folders
-    }
+    config = {p.name: json.loads((p / "config.json").read_text(encoding="utf-8")) for p in folders}
     for p in folders:
-        if architecture_of(p) == "transformer" and task_of[p.name]:
-            transformers.setdefault(task_of[p.name], p.name)
+        if architecture_of(p) == "transformer" and config[p.name].get("task"):
+            transformers.setdefault(config[p.name]["task"], p.name)
     for p in folders:
-        if architecture_of(p) in RNN_SCORES and task_of[p.name] in transformers:
-            found[p.name] = transformers[task_of[p.name]]
+        if architecture_of(p) not in RNN_SCORES:
+            continue
+        partner = (config[p.name].get("info") or {}).get("compare_with") or transformers.get(
+            config[p.name].get("task")
+        )
+        if partner in config and architecture_of(catalogue.checkpoint_roots()[0] / partner) == "transformer":
+            found[p.name] = partner
     return found
+
+
+def example_for(name: str) -> str:
+    """The input a model's view opens with: letters for a toy task, an English sentence for a corpus model."""
+    task = json.loads(
+        (catalogue.checkpoint_roots()[0] / name / "config.json").read_text(encoding="utf-8")
+    ).get("task")
+    return EXAMPLE if task else CORPUS_EXAMPLE
+
+
+def _new_model() -> None:
+    """Callback of the RNN choice: open the new model on its own kind of input."""
+    st.session_state["cmp_sentence"] = example_for(st.session_state["cmp_rnn"])
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -51,7 +76,7 @@ def folder(name: str) -> tuple[str, float]:
     return str(path), catalogue.checkpoint_stamp(path)
 
 
-def scores(column, result: cmp.SystemRun) -> None:
+def scores(column, result: cmp.SystemRun, test_help: str) -> None:
     """Output, right answer, log-probability, alignment hits and held-out exact match of one model."""
     column.markdown(tr("models.cmp.arch", arch=result.architecture))
     column.markdown(tr("models.cmp.output", text=escape_markdown(result.text)))
@@ -62,7 +87,10 @@ def scores(column, result: cmp.SystemRun) -> None:
     c.metric(tr("models.cmp.alignment"), "–" if math.isnan(result.alignment) else f"{result.alignment:.0%}",
              help=tr("models.cmp.alignment_help"))  # fmt: skip
     held = result.held_out_exact_match
-    d.metric(tr("models.cmp.held_out"), "–" if held is None else f"{held:.0%}")
+    if held is None and result.test_bleu is not None:  # a corpus model: its recorded test score
+        d.metric(tr("models.cmp.test_bleu"), f"{result.test_bleu:.1f}", help=test_help)
+    else:
+        d.metric(tr("models.cmp.held_out"), "–" if held is None else f"{held:.0%}")
 
 
 st.title(tr("models.cmp.page_title"))
@@ -72,31 +100,42 @@ if not found:
     st.warning(tr("models.cmp.missing"))
     st.stop()
 names = sorted(found, key=lambda n: (architecture_of(catalogue.checkpoint_roots()[0] / n) == "rnn-none", n))
-rnn_name = st.selectbox(tr("models.cmp.rnn"), names, key="cmp_rnn")
-st.session_state.setdefault("cmp_sentence", EXAMPLE)
-raw = st.text_input(tr("models.cmp.sentence"), key="cmp_sentence")
+state = st.session_state
+if state.get("cmp_rnn") not in names:  # a first visit, or a link naming a model that is not here
+    state["cmp_rnn"] = names[0]
+if not state.get("_cmp_seeded"):  # the model's example on a first visit, unless the link names a sentence
+    state["_cmp_seeded"] = True
+    state["cmp_sentence"] = state.get("cmp_sentence") or example_for(state["cmp_rnn"])
+rnn_name = st.selectbox(tr("models.cmp.rnn"), names, key="cmp_rnn", on_change=_new_model,
+                        persist_state=session.PERSIST)  # fmt: skip
+raw = st.text_input(tr("models.cmp.sentence"), key="cmp_sentence", persist_state=session.PERSIST)
 try:
     sentence = clean_sentence(raw, loading.limits()).text
 except ValueError as exc:
-    st.warning(tr("models.cmp.bad_sentence", reason=str(exc)))
+    st.warning(tr("models.cmp.bad_sentence", reason=session.error(exc, capital=False)))
+    session.sync_url(KEYS)
     st.stop()
 
 try:
     rnn_ck, tf_ck = loading.load(*folder(rnn_name)), loading.load(*folder(found[rnn_name]))
 except (CheckpointError, OSError) as exc:
-    st.error(str(exc))
+    st.error(session.error(exc))
     st.stop()
 reference = cmp.task_reference(rnn_ck.task, sentence)
 if reference is not None:
     st.markdown(tr("models.cmp.task", task=rnn_ck.task, answer=escape_markdown(reference[0])))
 rnn, tf = run(*folder(rnn_name), sentence), run(*folder(found[rnn_name]), sentence)
 
+recorded = cmp.recorded_test(tf_ck.info) or cmp.recorded_test(rnn_ck.info)
+test_help = tr("models.cmp.test_help", set=recorded.get("set", "?"), beam=recorded.get("beam_size", "?"))
 n_layers = tf.cross.shape[0]
-layer = st.selectbox(tr("models.cmp.layer"), list(range(n_layers)), index=n_layers - 1, key="cmp_layer")
+if not 0 <= state.get("cmp_layer", -1) < n_layers:  # -1 (a first visit): the last layer
+    state["cmp_layer"] = n_layers - 1
+layer = widgets.index_slider(tr("models.cmp.layer"), n_layers, "cmp_layer", from_one=True)
 left, right = st.columns(2)
 with left:
     st.subheader(rnn.name)
-    scores(st, rnn)
+    scores(st, rnn, test_help)
     if rnn.cross.shape[0]:
         widgets.chart(figs.attention_heatmap(rnn.layer_map(0), rnn.query_pieces, rnn.src_pieces,
                                              title=tr("models.cmp.rnn_map"), lang=session.lang()), "cmp-rnn")  # fmt: skip
@@ -105,7 +144,16 @@ with left:
         st.info(tr("models.cmp.no_attention"))
 with right:
     st.subheader(tf.name)
-    scores(st, tf)
+    scores(st, tf, test_help)
     widgets.chart(figs.attention_heatmap(tf.layer_map(layer), tf.query_pieces, tf.src_pieces,
-                                         title=tr("models.cmp.transformer_map", layer=layer), lang=session.lang()), "cmp-transformer")  # fmt: skip
-st.info(tr("models.cmp.lesson"))
+                                         title=tr("models.cmp.transformer_map", layer=layer + 1), lang=session.lang()), "cmp-transformer")  # fmt: skip
+st.info(tr("models.cmp.lesson" if reference is not None else "models.cmp.lesson_corpus"))
+
+# BLEU by source length: every RNN compared with this Transformer, and the Transformer
+partners = [n for n in names if found[n] == found[rnn_name]]
+runs = [run(*folder(n), sentence) for n in partners] + [tf]
+if any(r.by_length for r in runs):
+    widgets.chart(cmp.length_figure(runs, tr("models.cmp.length_title", set=recorded.get("set", "test")),
+                                    session.lang()), "cmp-length")  # fmt: skip
+    st.caption(tr("models.cmp.length_lesson"))
+session.sync_url(KEYS)

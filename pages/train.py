@@ -162,7 +162,7 @@ def upload_settings(limits: HostedLimits) -> tuple[list[Pair] | None, str]:
     try:
         pairs = upload_pairs(tuple((f.name, f.getvalue()) for f in files), limits, limits.max_upload_bytes)
     except ValueError as exc:
-        st.error(str(exc))  # names the file first ("train.en: …"): not capitalised
+        st.error(session.error(exc, capital=False))  # names the file first ("train.en: …")
         return None, "corpus"
     preview(pairs)
     return pairs, Path(files[0].name).stem
@@ -181,7 +181,7 @@ def disk_settings(limits: HostedLimits) -> tuple[list[Pair] | None, str]:
     try:
         pairs = disk_pairs(found[names.index(name)], limits, limits.max_upload_lines)
     except ValueError as exc:
-        st.error(str(exc))  # names the file first ("train.en: …"): not capitalised
+        st.error(session.error(exc, capital=False))  # names the file first ("train.en: …")
         return None, "corpus"
     preview(pairs)
     return pairs, name.split("/")[0]
@@ -294,7 +294,7 @@ def start(spec: recipes.RunSpec, limits: HostedLimits, root: Path) -> None:
         jobs.REGISTRY.start(session.session_id(), spec, limits, root)
         st.session_state["_train_polling"] = True
     except (BusyError, ValueError) as exc:
-        st.session_state["_train_error"] = session.capitalised(str(exc))
+        st.session_state["_train_error"] = session.error(exc)
 
 
 def open_checkpoint(key: str) -> None:
@@ -417,7 +417,7 @@ def fast_recipe(
         )
         n_params = jobs.check_spec(spec, limits, source.vocab_size)
     except ValueError as exc:
-        where.caption(session.tr("train.fast.unavailable", problem=str(exc)))
+        where.caption(session.tr("train.fast.unavailable", problem=session.error(exc, capital=False)))
         return
     target = spec.train.stop_at_exact_match
     stop_rule = session.tr("train.fast.stop_rule", target=tfig.share_text(target)) if target else ""
@@ -470,7 +470,7 @@ def main() -> None:
             n_params = jobs.check_spec(spec, limits, source.vocab_size)
             c2.metric(session.tr("train.params"), f"≈ {n_params:,}", help=session.tr("train.params_help"))
     except ValueError as exc:
-        problem = session.capitalised(str(exc))
+        problem = session.error(exc)
         st.error(problem)
     ready = source is not None and problem is None and not busy
     if c2.button(session.tr("train.start"), key="train_start", type="primary", icon=":material/play_arrow:",

@@ -402,7 +402,6 @@ def test_decoding_and_timeline_parameters_are_validated() -> None:
 def test_heads_codes_round_trip_and_mask_rows() -> None:
     assert sup.parse_head("d2.7") == ("decoder", 2, 7)
     assert sup.head_code("cross", 1, 0) == "c1.0"
-    assert sup.head_label("e0.1") == "encoder · layer 0 · head 1"
     sizes = {"encoder": 2, "decoder": 1, "cross": 1}
     assert len(sup.all_head_codes(sizes, 3)) == (2 + 1 + 1) * 3
     rows = sup.head_mask_rows(["e1.2", "c0.0", "e5.0", "junk"], sizes, 3)

@@ -212,3 +212,13 @@ def test_greedy_and_the_samplers_share_one_decoding_batch(page, monkeypatch) -> 
     assert not at.exception, [e.value for e in at.exception]
     assert calls == [4]  # one decoding for four strategies (beam search runs its own loop)
     assert len(at.dataframe[0].value) == 5
+
+
+def test_korean_mode_names_strategies_and_refuses_input_in_korean(env) -> None:  # noqa: F811 (fixture imported above)
+    at = open_link(DECODING, checkpoint="toy-copy", sentence="a b c", dec_strategies="beam,greedy", lang="ko")
+    assert list(at.dataframe[0].value["strategy"]) == ["빔 서치 (alpha=0.6, beam_size=4)", "그리디"]
+    at.text_input(key="sentence").input("x" * 250).run()
+    assert not at.exception
+    assert [e.value for e in at.error] == [
+        "'xxxxxxxxxxxxxxxxxxxx…' 단어는 250자입니다. 여기서는 한 단어가 200자를 넘을 수 없습니다. 띄어쓰기가 빠지지 않았나요?"
+    ]

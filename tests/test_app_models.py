@@ -138,3 +138,27 @@ def test_an_rnn_on_the_attention_page_says_it_has_only_cross_attention(name: str
     else:
         assert not at.warning
     assert not at.radio  # no choice of attention kinds: an RNN has one
+
+
+def test_a_link_restores_the_language_model_view_and_the_page_writes_it_back() -> None:
+    link = {"lm_sentence": "Two dogs are playing in the snow.", "lm_hide": "6", "lm_layer": "0", "lm_head": "1",
+            "lm_strategy": "sampling", "lm_temperature": "1.5", "lm_seed": "3", "lm_max_new": "5"}  # fmt: skip
+    at = open_page(LM_PAGE, **link)
+    assert at.text_input(key="lm_sentence").value == link["lm_sentence"]
+    assert at.selectbox(key="lm_hide").value == 6 and at.selectbox(key="lm_head").value == 1
+    assert at.select_slider(key="lm_layer").value == 0  # shown as layer 1
+    assert at.radio(key="lm_strategy").value == "sampling" and at.slider(key="lm_temperature").value == 1.5
+    assert len(at.dataframe[-1].value) <= 5
+    written = {k: v for k, v in at.query_params.items() if k.startswith("lm_")}
+    assert written == link
+    at.select_slider(key="lm_layer").set_value(1).run()
+    assert at.query_params["lm_layer"] == "1"
+
+
+def test_a_link_restores_the_comparison_view() -> None:
+    at = open_page(CMP_PAGE, cmp_rnn="reverse-rnn-none", cmp_sentence="a b c", cmp_layer="0")
+    assert at.selectbox(key="cmp_rnn").value == "reverse-rnn-none"
+    assert at.text_input(key="cmp_sentence").value == "a b c"
+    assert at.query_params["cmp_rnn"] == "reverse-rnn-none" and at.query_params["cmp_layer"] == "0"
+    at = open_page(CMP_PAGE, cmp_rnn="no-such-model", cmp_layer="99")  # falls back, no exception
+    assert at.selectbox(key="cmp_rnn").value in at.selectbox(key="cmp_rnn").options

@@ -53,6 +53,22 @@ def test_evaluate_json_last_line(reverse_ckpt: Path, tmp_path: Path, capsys) -> 
     assert out[0].startswith("BLEU = ") and out[1].startswith("chrF = ")
     result = json.loads(out[-1])
     assert {"bleu", "chrf"} <= set(result) and 0 <= result["bleu"] <= 100 and result["sentences"] == 8
+    assert "by_length" not in result
+
+
+def test_evaluate_by_length_scores_every_bucket(reverse_ckpt: Path, tmp_path: Path, capsys) -> None:
+    examples = make_examples("reverse", 8, seed=7)
+    sources = [ex.src for ex in examples] + ["a b c d e f g h i j k l"]  # one sentence over 10 words
+    refs = [ex.tgt for ex in examples] + ["l k j i h g f e d c b a"]
+    (tmp_path / "src.txt").write_text("\n".join(sources) + "\n")
+    (tmp_path / "ref.txt").write_text("\n".join(refs) + "\n")
+    args = ["evaluate", "--checkpoint", str(reverse_ckpt), "--src", str(tmp_path / "src.txt"),
+            "--ref", str(tmp_path / "ref.txt"), "--beam-size", "1", "--json", "--no-progress", "--by-length"]  # fmt: skip
+    assert main(args) == 0
+    out = capsys.readouterr().out.strip().split("\n")
+    buckets = json.loads(out[-1])["by_length"]
+    assert [(b["words"], b["n"]) for b in buckets] == [("1-10", 8), ("11-15", 1)]
+    assert any("11-15 source words" in line for line in out)
 
 
 def test_train_on_a_corpus_with_split_and_test(tmp_path: Path) -> None:

@@ -80,3 +80,64 @@ def test_the_dictionaries_are_valid_utf8_json_with_hangul() -> None:
     for term in ("포지셔널 인코딩", "셀프 어텐션", "마스크드 셀프 어텐션", "크로스 어텐션", "멀티 헤드", "스케일드 닷 프로덕트",
                  "레이어 정규화", "잔차 연결", "피드 포워드", "라벨 스무딩", "빔 서치"):  # fmt: skip
         assert any(term in text for text in ko.values()), term
+
+
+# ---------------------------------------------------------------------------------------------
+# Refusals raised by the package, in the reader's language
+# ---------------------------------------------------------------------------------------------
+
+HANGUL = re.compile("[가-힣]")
+RAISED_KEY = re.compile(r"""(?:Error|Localized)\(\s*["']([a-z_]+\.[a-z_.]+)["']""")
+
+
+def test_every_key_an_error_is_raised_with_exists() -> None:
+    used = set()
+    for path in (REPO / "visformer").rglob("*.py"):
+        used |= set(RAISED_KEY.findall(path.read_text(encoding="utf-8")))
+    assert len(used) > 40, "the pattern found too few keys"
+    assert sorted(k for k in used if not i18n.has(k)) == []
+
+
+def test_a_refusal_is_english_by_default_and_korean_on_request() -> None:
+    from visformer.classroom.inputs import InputError, clean_sentence
+
+    with pytest.raises(InputError) as caught:
+        clean_sentence("   ")
+    assert str(caught.value) == "there is nothing to translate: type a sentence first"  # API and CLI: English
+    assert i18n.error_text(caught.value, "ko") == "번역할 문장이 없습니다: 먼저 문장을 입력하세요"
+    assert i18n.error_text(ValueError("plain"), "ko") == "plain"  # a library's message stands as it is
+
+
+def test_fields_that_are_texts_follow_the_language() -> None:
+    from visformer.classroom.hosting import HostedLimits
+    from visformer.classroom.inputs import InputError, check_model_config
+    from visformer.config import ModelConfig
+
+    big = ModelConfig(src_vocab_size=100, tgt_vocab_size=100, d_model=64, d_ff=128, n_encoder_layers=40)
+    with pytest.raises(InputError) as caught:
+        check_model_config(big, HostedLimits.hosted())
+    assert str(caught.value).startswith("encoder layers 40 is above the limit")
+    assert caught.value.in_language("ko").startswith("인코더 층 수 40은(는)")
+
+
+def test_passing_an_error_on_keeps_its_key_and_renames_its_fields() -> None:
+    from visformer.classroom.inputs import parse_uploaded_parallel
+
+    with pytest.raises(ValueError) as caught:
+        parse_uploaded_parallel(b"a\nb\n", b"c\n", src_name="train.en", tgt_name="train.de")
+    korean = i18n.error_text(caught.value, "ko")
+    assert "train.en" in korean and "train.de" in korean and "upload" not in korean and HANGUL.search(korean)
+    assert "train.en has 2 lines but train.de has 1" in str(caught.value)
+
+
+def test_a_keyed_error_with_an_unknown_key_is_a_bug_not_a_message() -> None:
+    with pytest.raises(i18n.MissingTextError):
+        i18n.TextError("error.no_such_key", n=1)
+
+
+def test_decoding_strategy_names_are_translated_and_parameters_keep_their_code_names() -> None:
+    from visformer.explain.decoding import params_label
+
+    assert params_label("beam", {"beam_size": 4}) == "beam (beam_size=4)"
+    assert params_label("beam", {"beam_size": 4}, "ko") == "빔 서치 (beam_size=4)"
+    assert params_label("greedy", {}, "ko") == "그리디"

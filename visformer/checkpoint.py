@@ -33,6 +33,7 @@ from safetensors.torch import save_file
 from torch import Tensor
 
 from .config import ModelConfig, TrainConfig
+from .i18n import TextError
 from .model import AttentionMaps, Transformer
 from .models import attention_layers, build_model
 from .records import Snapshot
@@ -50,7 +51,7 @@ CONFIG_KEYS = {"format", "version", "model", "train", "task", "info", "tokenizer
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # whole name: re.fullmatch (no "\n" after `$`)
 
 
-class CheckpointError(ValueError):
+class CheckpointError(TextError):
     """A checkpoint folder is missing, damaged or incompatible; the message names what is wrong."""
 
 
@@ -79,14 +80,11 @@ class Checkpoint:
 def safe_checkpoint_dir(root: str | os.PathLike, name: str) -> Path:
     """root/name for a plain checkpoint name; refuses separators, '..', hidden names and odd characters."""
     if not isinstance(name, str) or not _NAME.fullmatch(name) or ".." in name:
-        raise ValueError(
-            f"invalid checkpoint name {name!r}: use letters, digits, '.', '_' and '-' "
-            "(at most 100, starting with a letter or digit)"
-        )
+        raise TextError("error.invalid_name", name=repr(name))
     root = Path(root).resolve()
     path = (root / name).resolve()
     if path.parent != root:
-        raise ValueError(f"checkpoint name {name!r} escapes {root}")
+        raise TextError("error.name_escapes", name=repr(name), root=root)
     return path
 
 
@@ -292,34 +290,38 @@ def save_trainer(
 def _read_json(path: Path) -> Any:
     """Parse a JSON file or raise CheckpointError naming it."""
     if not path.is_file():
-        raise CheckpointError(f"{path.parent.name}: missing {path.name}")
+        raise CheckpointError("error.ckpt_missing", folder=path.parent.name, file=path.name)
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"{path.parent.name}: {path.name} is not valid JSON ({exc})") from exc
+        raise CheckpointError(
+            "error.ckpt_bad_json", folder=path.parent.name, file=path.name, detail=exc
+        ) from exc
 
 
 def _read_safetensors(path: Path) -> dict[str, Tensor]:
     """Tensors of a safetensors file or CheckpointError (missing, truncated, garbage)."""
     if not path.is_file():
-        raise CheckpointError(f"{path.parent.name}: missing {path.name}")
+        raise CheckpointError("error.ckpt_missing", folder=path.parent.name, file=path.name)
     try:
         return load_safetensors_bytes(path.read_bytes())
     except (SafetensorError, ValueError, RuntimeError, OSError) as exc:
-        raise CheckpointError(f"{path.parent.name}: {path.name} is damaged or truncated ({exc})") from exc
+        raise CheckpointError(
+            "error.ckpt_damaged", folder=path.parent.name, file=path.name, detail=exc
+        ) from exc
 
 
 def _read_config(folder: Path) -> dict[str, Any]:
     """config.json, checked for format, version and unknown keys."""
     config = _read_json(folder / CONFIG_FILE)
     if not isinstance(config, dict) or config.get("format") != FORMAT:
-        raise CheckpointError(f"{folder.name}: config.json is not a visformer checkpoint config")
+        raise CheckpointError("error.ckpt_not_config", folder=folder.name)
     unknown = sorted(set(config) - CONFIG_KEYS)
     if unknown:
-        raise CheckpointError(f"{folder.name}: config.json has unknown keys: {', '.join(unknown)}")
+        raise CheckpointError("error.ckpt_unknown_keys", folder=folder.name, keys=", ".join(unknown))
     if config.get("version") != VERSION:
         raise CheckpointError(
-            f"{folder.name}: checkpoint version {config.get('version')} (expected {VERSION})"
+            "error.ckpt_version", folder=folder.name, version=config.get("version"), expected=VERSION
         )
     return config
 
@@ -331,11 +333,13 @@ def _load_tokenizers(folder: Path, layout: str) -> tuple[Any, Any]:
     def one(sub: str) -> Any:
         where = folder / sub
         if not where.is_dir():
-            raise CheckpointError(f"{folder.name}: missing tokenizer folder {sub}/")
+            raise CheckpointError("error.ckpt_no_tokenizer", folder=folder.name, sub=sub)
         try:
             return load_tokenizer(where)
         except (ValueError, OSError) as exc:
-            raise CheckpointError(f"{folder.name}: tokenizer in {sub}/ cannot be loaded ({exc})") from exc
+            raise CheckpointError(
+                "error.ckpt_bad_tokenizer", folder=folder.name, sub=sub, detail=exc
+            ) from exc
 
     if layout == "shared":
         tok = one(SHARED_TOKENIZER)
@@ -350,21 +354,24 @@ def _load_weights(folder: Path, model: Transformer) -> None:
     unknown = sorted(set(tensors) - set(state))
     if unknown:
         raise CheckpointError(
-            f"{folder.name}: weights.safetensors has unexpected tensors: {', '.join(unknown[:5])}"
+            "error.ckpt_unexpected_tensors", folder=folder.name, names=", ".join(unknown[:5])
         )
     for name, tensor in tensors.items():
         if tuple(tensor.shape) != tuple(state[name].shape):
             raise CheckpointError(
-                f"{folder.name}: weight {name} has shape {tuple(tensor.shape)}, "
-                f"the config expects {tuple(state[name].shape)}"
+                "error.ckpt_shape",
+                folder=folder.name,
+                name=name,
+                shape=tuple(tensor.shape),
+                expected=tuple(state[name].shape),
             )
     for name, tensor in tensors.items():
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-            raise CheckpointError(f"{folder.name}: weight {name} contains NaN or infinite values")
+            raise CheckpointError("error.ckpt_nan", folder=folder.name, name=name)
     stored = {state[k].data_ptr() for k in tensors}  # tied weights are stored once
     missing = [k for k in state if k not in tensors and state[k].data_ptr() not in stored]
     if missing:
-        raise CheckpointError(f"{folder.name}: weights.safetensors lacks tensors: {', '.join(missing[:5])}")
+        raise CheckpointError("error.ckpt_lacks", folder=folder.name, names=", ".join(missing[:5]))
     with torch.no_grad():
         for name, tensor in tensors.items():
             state[name].copy_(tensor.to(state[name].dtype))
@@ -391,7 +398,7 @@ def _load_snapshots(folder: Path, config: ModelConfig) -> list[Snapshot]:
                 )
             )
     except (KeyError, TypeError, ValueError) as exc:
-        raise CheckpointError(f"{folder.name}: snapshots do not match snapshots.json ({exc!r})") from exc
+        raise CheckpointError("error.ckpt_snapshots", folder=folder.name, detail=repr(exc)) from exc
     return snapshots
 
 
@@ -399,25 +406,27 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
     """Load a checkpoint folder; the model is float32, in eval mode, on `device`."""
     folder = Path(path)
     if not folder.is_dir():
-        raise CheckpointError(f"no checkpoint folder at {folder}")
+        raise CheckpointError("error.ckpt_no_folder", folder=folder)
     config = _read_config(folder)
     try:
         model_config = ModelConfig.from_dict(config["model"])
         train_config = TrainConfig.from_dict(config["train"]) if config.get("train") else None
     except (ValueError, TypeError, KeyError) as exc:
-        raise CheckpointError(f"{folder.name}: incompatible config.json ({exc})") from exc
+        raise CheckpointError("error.ckpt_incompatible", folder=folder.name, detail=exc) from exc
     src_tok, tgt_tok = _load_tokenizers(folder, config.get("tokenizer", "shared"))
     if src_tok.vocab_size != model_config.src_vocab_size or tgt_tok.vocab_size != model_config.tgt_vocab_size:
         raise CheckpointError(
-            f"{folder.name}: tokenizer vocabularies ({src_tok.vocab_size}, {tgt_tok.vocab_size}) do not match "
-            f"the model ({model_config.src_vocab_size}, {model_config.tgt_vocab_size})"
+            "error.ckpt_vocab",
+            folder=folder.name,
+            src=src_tok.vocab_size,
+            tgt=tgt_tok.vocab_size,
+            model_src=model_config.src_vocab_size,
+            model_tgt=model_config.tgt_vocab_size,
         )
     try:
         model = build_model(model_config)  # the architecture the config names (default: Transformer)
     except (TypeError, ValueError, RuntimeError) as exc:  # e.g. d_model 16.0 or a layer count of 1.5
-        raise CheckpointError(
-            f"{folder.name}: incompatible config.json, the model cannot be built ({exc})"
-        ) from exc
+        raise CheckpointError("error.ckpt_unbuildable", folder=folder.name, detail=exc) from exc
     _load_weights(folder, model)
     metrics = _read_json(folder / METRICS_FILE) if (folder / METRICS_FILE).exists() else {}
     snapshots = _load_snapshots(folder, model_config)

@@ -25,6 +25,7 @@ from .config import PRECISIONS, ModelConfig, TrainConfig
 from .evaluation import corpus_scores, translate_batch
 from .model import Transformer
 from .models import SEQ2SEQ_ARCHITECTURES, build_model
+from .models.length_buckets import bleu_by_source_length
 from .records import EvalMetrics, StepMetrics
 from .training import Trainer, TrainingDiverged
 from .utils import idle_cores, torch_threads
@@ -171,6 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--beam-size", type=int, default=4)
     e.add_argument("--batch-size", type=int, default=32)
     e.add_argument("--json", action="store_true", help="last line: one JSON object with bleu and chrf")
+    e.add_argument(
+        "--by-length", action="store_true", help="also BLEU per source length in words (<=10, 11-15, ... >25)"
+    )
     e.add_argument("--no-progress", action="store_true")
     _inference_options(e)
     a = sub.add_parser("average", help="average the weights of checkpoints of one run (as the paper does)")
@@ -571,19 +575,23 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - t0
     print(f"BLEU = {bleu:.2f}  (sacreBLEU, cased, 13a, beam {args.beam_size}, {len(src)} sentences)")
     print(f"chrF = {chrf:.2f}")
+    result = {
+        "bleu": round(bleu, 2),
+        "chrf": round(chrf, 2),
+        "beam_size": args.beam_size,
+        "sentences": len(src),
+        "seconds": round(seconds, 1),
+        "threads": threads,
+    }
+    if args.by_length:
+        buckets = bleu_by_source_length(src, hyps, ref)
+        for b in buckets:
+            print(f"  {b.label:>6} source words: BLEU {b.bleu:6.2f}  chrF {b.chrf:6.2f}  ({b.n} sentences)")
+        result["by_length"] = [
+            {"words": b.label, "n": b.n, "bleu": round(b.bleu, 2), "chrf": round(b.chrf, 2)} for b in buckets
+        ]
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "bleu": round(bleu, 2),
-                    "chrf": round(chrf, 2),
-                    "beam_size": args.beam_size,
-                    "sentences": len(src),
-                    "seconds": round(seconds, 1),
-                    "threads": threads,
-                }
-            )
-        )
+        print(json.dumps(result))
     return 0
 
 

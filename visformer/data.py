@@ -12,6 +12,7 @@ from typing import NamedTuple, Protocol, TypeVar
 
 import torch
 
+from visformer.i18n import TextError
 from visformer.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
 Example = tuple[list[int], list[int]]  # (source ids, target ids), both without bos/eos
@@ -45,15 +46,15 @@ def _read_lines(path: str | os.PathLike) -> list[str]:
     """Lines of a UTF-8 text file, without line endings; clear errors for missing, empty or non-UTF-8."""
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"file not found: {path}")
+        raise TextError("error.file_missing", name=path)
     data = path.read_bytes()
     try:
         text = data.decode("utf-8-sig")  # tolerate a BOM
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        raise ValueError(f"{path} is not UTF-8 text (bad byte at line {line}); re-save it as UTF-8") from exc
+        raise TextError("error.not_utf8", name=path, line=line) from exc
     if not text.strip():
-        raise ValueError(f"{path} is empty")
+        raise TextError("error.empty_file", name=path)
     # split on "\n" only: str.splitlines would also split on rare separators and break line alignment
     lines = text.split("\n")
     if lines[-1] == "":
@@ -65,10 +66,7 @@ def read_parallel(src_path: str | os.PathLike, tgt_path: str | os.PathLike) -> l
     """Pairs from two line-aligned files (line i of src translates line i of tgt); keeps every line."""
     src, tgt = _read_lines(src_path), _read_lines(tgt_path)
     if len(src) != len(tgt):
-        raise ValueError(
-            f"line counts differ: {src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}; "
-            "the files must be line-aligned"
-        )
+        raise TextError("error.line_counts", src=src_path, n_src=len(src), tgt=tgt_path, n_tgt=len(tgt))
     return [Pair(s.strip(), t.strip()) for s, t in zip(src, tgt, strict=True)]
 
 
@@ -80,11 +78,9 @@ def read_tsv(path: str | os.PathLike, src_col: int = 0, tgt_col: int = 1) -> lis
             continue
         cols = line.split("\t")
         if len(cols) == 1:
-            raise ValueError(f"{path}, line {n}: no tab found; expected tab-separated columns, got {line!r}")
+            raise TextError("error.no_tab", name=path, n=n, line=repr(line))
         if max(src_col, tgt_col) >= len(cols):
-            raise ValueError(
-                f"{path}, line {n}: has {len(cols)} columns, need column {max(src_col, tgt_col)} (0-based)"
-            )
+            raise TextError("error.columns", name=path, n=n, cols=len(cols), need=max(src_col, tgt_col))
         pairs.append(Pair(cols[src_col].strip(), cols[tgt_col].strip()))
     return pairs
 

@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 
 from .data import fit_tokens
+from .i18n import TextError
 from .model import AttentionMaps, Encoded, HeadMask, KVCache, Transformer
 from .tokenizer import BOS_ID, EOS_ID, Tokenizer
 
@@ -554,15 +555,14 @@ class Param:
         try:
             value = float(raw)
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"{self.name} must be a number, got {raw!r}") from exc
+            raise TextError("error.param_number", name=self.name, raw=repr(raw)) from exc
         if not math.isfinite(value) or not self.low <= value <= self.high:
-            greedy_hint = " (temperature 0 means 'always the most likely token': use greedy)"
-            hint = greedy_hint if self.name == "temperature" else ""
-            raise ValueError(f"{self.name} must be between {self.low:g} and {self.high:g}, got {raw!r}{hint}")
+            key = "error.param_range_temperature" if self.name == "temperature" else "error.param_range"
+            raise TextError(key, name=self.name, low=f"{self.low:g}", high=f"{self.high:g}", raw=repr(raw))
         if not self.is_int:
             return value
         if not value.is_integer():
-            raise ValueError(f"{self.name} must be a whole number, got {raw!r}")
+            raise TextError("error.param_whole", name=self.name, raw=repr(raw))
         return int(value)
 
 
@@ -584,7 +584,7 @@ class Strategy:
         """Defaults, then the fixed values, then `params`; a fixed value or one outside its range is refused."""
         clash = sorted(set(params) & set(self.fixed))
         if clash:
-            raise ValueError(f"strategy '{self.name}' fixes {', '.join(clash)}; choose another strategy")
+            raise TextError("error.param_fixed", name=self.name, names=", ".join(clash))
         merged = {**self.defaults(), **self.fixed, **params}
         for p in (*self.params, MAX_LEN):  # the declared ranges, also what the app's validation checks
             if merged.get(p.name) is not None:
@@ -710,7 +710,7 @@ def _row_chooser(
 def get_strategy(name: str) -> Strategy:
     """The registered strategy `name`, or a ValueError listing the choices."""
     if name not in STRATEGIES:
-        raise ValueError(f"unknown decoding strategy '{name}'; choose one of {', '.join(STRATEGIES)}")
+        raise TextError("error.unknown_strategy", name=name, names=", ".join(STRATEGIES))
     return STRATEGIES[name]
 
 

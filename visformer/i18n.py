@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import string
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
@@ -52,13 +54,68 @@ def normalize_lang(lang: str | None) -> str:
 
 
 def t(key: str, lang: str | None = DEFAULT_LANG, /, **fmt: object) -> str:
-    """The text for `key` in `lang` (English where the language lacks it), formatted with `fmt`."""
+    """The text for `key` in `lang` (English where the language lacks it), formatted with `fmt`.
+
+    A field that is itself a `Text` is put into the same language first.
+    """
     text = catalog(normalize_lang(lang)).get(key)
     if text is None:
         text = catalog(DEFAULT_LANG).get(key)
     if text is None:
         raise MissingTextError(key)
-    return text.format(**fmt)
+    return text.format(**{name: v.render(lang) if isinstance(v, Text) else v for name, v in fmt.items()})
+
+
+@dataclass(frozen=True)
+class Text:
+    """Words from the locale files not yet put into a language: a key and its fields."""
+
+    key: str
+    fmt: Mapping[str, object] = field(default_factory=dict)
+
+    def render(self, lang: str | None = DEFAULT_LANG) -> str:
+        """The text in `lang`."""
+        return t(self.key, lang, **self.fmt)
+
+
+class Localized(Exception):
+    """An error whose words live in the locale files: str() is English, `in_language()` any language.
+
+    Raised with a key (`InputError("error.nothing")`, fields as keywords) the text is looked up; raised
+    with any other message (one passed on from a library) that message stands in every language.
+    """
+
+    def __init__(self, key_or_message: str, /, **fmt: object) -> None:
+        keyed = isinstance(key_or_message, str) and has(key_or_message)
+        if fmt and not keyed:
+            raise MissingTextError(key_or_message)
+        self.text = Text(key_or_message, fmt) if keyed else None
+        super().__init__(self.text.render(DEFAULT_LANG) if self.text else key_or_message)
+
+    @classmethod
+    def passing(cls, exc: BaseException, rename: Mapping[str, str] | None = None) -> Localized:
+        """`exc` as this class, keeping its key; `rename` replaces field values (e.g. temporary paths by names)."""
+        rename = rename or {}
+        if isinstance(exc, Localized) and exc.text:
+            fmt = {k: rename.get(str(v), v) for k, v in exc.text.fmt.items()}
+            return cls(exc.text.key, **fmt)
+        message = str(exc)
+        for old, new in rename.items():
+            message = message.replace(old, new)
+        return cls(message)
+
+    def in_language(self, lang: str | None) -> str:
+        """The message in `lang`."""
+        return self.text.render(lang) if self.text else str(self)
+
+
+class TextError(Localized, ValueError):
+    """A ValueError with words from the locale files (see Localized)."""
+
+
+def error_text(exc: BaseException, lang: str | None) -> str:
+    """What to show for an error in `lang`: its localized text, or its message when it has none."""
+    return exc.in_language(lang) if isinstance(exc, Localized) else str(exc)
 
 
 def has(key: str) -> bool:

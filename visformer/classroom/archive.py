@@ -56,14 +56,14 @@ def _member_path(info: zipfile.ZipInfo) -> PurePosixPath:
     name = info.filename
     mode = info.external_attr >> 16
     if stat.S_ISLNK(mode):
-        raise ArchiveError(f"the archive holds a link ({name}); links are not allowed")
+        raise ArchiveError("error.zip_link", name=name)
     if "\\" in name or name.startswith("/") or (len(name) > 1 and name[1] == ":") or "\x00" in name:
-        raise ArchiveError(f"the archive holds an absolute or odd path ({name!r})")
+        raise ArchiveError("error.zip_odd_path", name=repr(name))
     path = PurePosixPath(name)
     if any(part in ("..", "") for part in path.parts) or path.is_absolute():
-        raise ArchiveError(f"the archive holds a path that leaves its folder ({name!r})")
+        raise ArchiveError("error.zip_escapes", name=repr(name))
     if info.flag_bits & 0x1:
-        raise ArchiveError(f"{name} is encrypted; upload an archive without a password")
+        raise ArchiveError("error.zip_encrypted", name=name)
     return path
 
 
@@ -75,17 +75,15 @@ def _ignorable(path: PurePosixPath) -> bool:
 def _plan(archive: zipfile.ZipFile, limits: HostedLimits) -> dict[str, zipfile.ZipInfo]:
     """Checkpoint-relative name -> member for every file, after all the safety checks."""
     if len(archive.infolist()) > limits.max_archive_files * 2:
-        raise ArchiveError(f"the archive holds {len(archive.infolist())} entries; a checkpoint has far fewer")
+        raise ArchiveError("error.zip_entries", n=len(archive.infolist()))
     paths = {info.filename: _member_path(info) for info in archive.infolist()}
     files = [
         info for info in archive.infolist() if not info.is_dir() and not _ignorable(paths[info.filename])
     ]
     if not files:
-        raise ArchiveError("the archive is empty")
+        raise ArchiveError("error.zip_empty")
     if len(files) > limits.max_archive_files:
-        raise ArchiveError(
-            f"the archive holds {len(files)} files; at most {limits.max_archive_files} are allowed"
-        )
+        raise ArchiveError("error.zip_files", n=len(files), limit=limits.max_archive_files)
     tops = {p.parts[0] for info, p in ((i, paths[i.filename]) for i in files) if len(p.parts) > 1}
     prefix = 0
     if CONFIG_FILE not in {str(paths[i.filename]) for i in files} and len(tops) == 1:
@@ -94,22 +92,16 @@ def _plan(archive: zipfile.ZipFile, limits: HostedLimits) -> dict[str, zipfile.Z
     for info in files:
         rel = "/".join(paths[info.filename].parts[prefix:])
         if rel not in ALLOWED_FILES:
-            raise ArchiveError(
-                f"unexpected file in the archive: {info.filename} (a checkpoint holds only "
-                f"{', '.join(sorted(ALLOWED_FILES))})"
-            )
+            allowed = ", ".join(sorted(ALLOWED_FILES))
+            raise ArchiveError("error.zip_unexpected", name=info.filename, allowed=allowed)
         if rel in plan:
-            raise ArchiveError(f"the archive holds {rel} twice")
+            raise ArchiveError("error.zip_twice", name=rel)
         plan[rel] = info
     if CONFIG_FILE not in plan or WEIGHTS_FILE not in plan:
-        raise ArchiveError(
-            f"the archive is not a visformer checkpoint: it lacks {CONFIG_FILE} or {WEIGHTS_FILE}"
-        )
+        raise ArchiveError("error.zip_not_checkpoint", config=CONFIG_FILE, weights=WEIGHTS_FILE)
     total = sum(info.file_size for info in plan.values())
     if total > limits.max_archive_bytes:
-        raise ArchiveError(
-            f"the archive unpacks to {total:,} bytes; at most {limits.max_archive_bytes:,} are allowed"
-        )
+        raise ArchiveError("error.zip_unpacks", n=total, limit=limits.max_archive_bytes)
     return plan
 
 
@@ -127,7 +119,7 @@ def _extract(
                 written += len(chunk)
                 budget -= len(chunk)
                 if written > info.file_size or budget < 0:
-                    raise ArchiveError(f"{info.filename} unpacks to more bytes than the archive declares")
+                    raise ArchiveError("error.zip_lies", name=info.filename)
                 dst.write(chunk)
 
 
@@ -138,14 +130,9 @@ def _check_model_size(folder: Path, limits: HostedLimits) -> None:
         model_config = ModelConfig.from_dict(dict(config["model"]))
         n = count_parameters(model_config)
     except (ValueError, TypeError, KeyError, AttributeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(
-            f"the archive's {CONFIG_FILE} is not a valid checkpoint config ({exc})"
-        ) from exc
+        raise CheckpointError("error.zip_bad_config", config=CONFIG_FILE, detail=exc) from exc
     if n > limits.max_checkpoint_params:
-        raise ArchiveError(
-            f"the model has {n:,} parameters; checkpoints here may have at most "
-            f"{limits.max_checkpoint_params:,}"
-        )
+        raise ArchiveError("error.zip_params", n=n, limit=limits.max_checkpoint_params)
 
 
 def import_checkpoint_zip(
@@ -159,25 +146,23 @@ def import_checkpoint_zip(
     """Unpack an uploaded checkpoint .zip into root/name after checking and loading it; returns the folder."""
     limits = limits or HostedLimits.local()
     if len(data) > limits.max_archive_bytes:
-        raise ArchiveError(
-            f"the archive is {len(data):,} bytes; checkpoint archives may be at most {limits.max_archive_bytes:,}"
-        )
+        raise ArchiveError("error.zip_too_big", n=len(data), limit=limits.max_archive_bytes)
     try:
         target = safe_checkpoint_dir(root, name)
     except ValueError as exc:
-        raise InputError(str(exc)) from exc
+        raise InputError.passing(exc) from exc
     if target.exists() and not overwrite:
-        raise InputError(f"a checkpoint named {name!r} exists already; choose another name")
+        raise InputError("error.name_taken", name=repr(name))
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError) as exc:
-        raise ArchiveError(f"the upload is not a readable .zip archive ({exc})") from exc
+        raise ArchiveError("error.zip_unreadable", detail=exc) from exc
     with archive, atomic_folder(target) as tmp:  # on any error below, target stays as it was
         plan = _plan(archive, limits)
         try:
             _extract(archive, plan, tmp, limits)
         except (zipfile.BadZipFile, EOFError, OSError, NotImplementedError, RuntimeError) as exc:
-            raise ArchiveError(f"the archive is damaged ({exc})") from exc
+            raise ArchiveError("error.zip_damaged", detail=exc) from exc
         _check_model_size(tmp, limits)
         load_checkpoint(tmp)  # raises CheckpointError for anything damaged, foreign or mismatched
     return target
@@ -187,7 +172,7 @@ def export_checkpoint_zip(folder: str | os.PathLike) -> bytes:
     """A .zip of a checkpoint folder (its known files only, under a top folder named like it)."""
     folder = Path(folder)
     if not (folder / CONFIG_FILE).is_file():
-        raise CheckpointError(f"no checkpoint folder at {folder}")
+        raise CheckpointError("error.ckpt_no_folder", folder=folder)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for rel in sorted(ALLOWED_FILES):

@@ -19,6 +19,8 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from ..i18n import Localized
+
 ENV_SWITCH = "VISFORMER_HOSTED"
 ENV_PREFIX = "VISFORMER_"
 SECRETS_SECTION = "visformer"
@@ -212,7 +214,7 @@ def user_checkpoint_root(root: str | os.PathLike, session_id: str | None, limits
 # ---------------------------------------------------------------------------------------------
 
 
-class BusyError(RuntimeError):
+class BusyError(Localized, RuntimeError):
     """Every training slot is taken; the message says so in plain words."""
 
 
@@ -236,12 +238,9 @@ class RunSlots:
         """Take a slot for `owner`, or raise BusyError (all slots taken, or owner already at its share)."""
         with self._lock:
             if self._owners.get(owner, 0) >= per_owner:
-                raise BusyError("you already have a training run going: stop it or wait for it to finish")
+                raise BusyError("error.busy_own")
             if sum(self._owners.values()) >= self.capacity:
-                raise BusyError(
-                    f"the server is busy: {self.capacity} training run(s) are already going, the most it "
-                    "allows at once. Try again in a few minutes."
-                )
+                raise BusyError("error.busy_full", n=self.capacity)
             self._owners[owner] = self._owners.get(owner, 0) + 1
 
     def release(self, owner: str) -> None:

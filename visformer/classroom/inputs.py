@@ -19,6 +19,7 @@ from typing import Any
 from ..checkpoint import safe_checkpoint_dir
 from ..config import ModelConfig, TrainConfig
 from ..data import Pair, read_parallel, read_tsv, token_room
+from ..i18n import Text, TextError
 from .hosting import HostedLimits
 
 # bidirectional overrides/isolates can make text display differently from what it is ("Trojan source")
@@ -28,8 +29,8 @@ _NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&])")
 
 
-class InputError(ValueError):
-    """Input the app refuses; the message says what is wrong and what to do instead."""
+class InputError(TextError):
+    """Input the app refuses; the message says what is wrong and what to do instead (in either language)."""
 
 
 @dataclass(frozen=True)
@@ -89,21 +90,18 @@ def clean_sentence(text: Any, limits: HostedLimits | None = None) -> Cleaned:
     if text is None:
         text = ""
     if not isinstance(text, str):
-        raise InputError(f"a sentence must be text, got {type(text).__name__}")
+        raise InputError("error.not_text", kind=type(text).__name__)
     notes = []
     text, removed = strip_controls(unicodedata.normalize("NFC", text))
     if removed:
         notes.append(f"removed {removed} invisible control character(s)")
     text = _SPACE.sub(" ", text).strip()
     if not text:
-        raise InputError("there is nothing to translate: type a sentence first")
+        raise InputError("error.nothing")
     long_words = [w for w in text.split(" ") if len(w) > limits.max_word_chars]
     if long_words:
         word = long_words[0]
-        raise InputError(
-            f"the word '{word[:20]}…' has {len(word)} characters; words here may have at most "
-            f"{limits.max_word_chars}. Is a space missing?"
-        )
+        raise InputError("error.long_word", word=word[:20], n=len(word), limit=limits.max_word_chars)
     if len(text) > limits.max_sentence_chars:
         notes.append(
             f"cut to the first {limits.max_sentence_chars:,} of its {len(text):,} characters (the limit here)"
@@ -129,7 +127,7 @@ def fit_to_model(text: str, tokenizer: Any, max_len: int, limits: HostedLimits |
         else:
             hi = mid - 1
     if lo == 0:
-        raise InputError(f"the first word alone needs more than {room} tokens, the most this model reads")
+        raise InputError("error.first_word_tokens", room=room)
     note = f"cut to the first {lo} of {len(words)} words: the model reads at most {room} tokens"
     return Cleaned(" ".join(words[:lo]), (note,))
 
@@ -154,7 +152,7 @@ def check_decoding_params(
     try:
         chosen = get_strategy(strategy)
     except ValueError as exc:
-        raise InputError(str(exc)) from exc
+        raise InputError.passing(exc) from exc
     declared = {p.name: p for p in chosen.params}
     out: dict[str, Any] = {}
     for name, raw in params.items():
@@ -162,16 +160,15 @@ def check_decoding_params(
             out[name] = None
             continue
         if name not in declared and name != "max_len":
-            raise InputError(
-                f"'{name}' is not a setting of {strategy}; it takes {', '.join(declared) or 'none'}"
-            )
+            names = ", ".join(declared) or Text("error.no_settings")
+            raise InputError("error.not_setting", name=name, strategy=strategy, names=names)
         p = declared.get(name, MAX_LEN)
         if name == "beam_size":
             p = replace(p, high=min(p.high, limits.max_beam_size))
         try:
             out[name] = p.check(raw)
         except ValueError as exc:
-            raise InputError(str(exc)) from exc
+            raise InputError.passing(exc) from exc
     return out
 
 
@@ -184,21 +181,21 @@ def decode_upload(data: bytes, name: str, limits: HostedLimits | None = None) ->
     """UTF-8 text of an uploaded file, or InputError for empty, oversized, binary or non-UTF-8 files."""
     limits = limits or HostedLimits.local()
     if len(data) > limits.max_upload_bytes:
-        raise InputError(f"{name} is {_mb(len(data))}; uploads may be at most {_mb(limits.max_upload_bytes)}")
+        raise InputError(
+            "error.upload_too_big", name=name, size=_mb(len(data)), limit=_mb(limits.max_upload_bytes)
+        )
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        raise InputError(f"{name} is not UTF-8 text (bad byte at line {line}); re-save it as UTF-8") from exc
+        raise InputError("error.not_utf8", name=name, line=line) from exc
     if "\x00" in text:
-        raise InputError(f"{name} contains NUL bytes: it looks like a binary file, not text")
+        raise InputError("error.binary", name=name)
     if not text.strip():
-        raise InputError(f"{name} is empty")
+        raise InputError("error.empty_file", name=name)
     lines = text.count("\n") + (not text.endswith("\n"))
     if lines > limits.max_upload_lines:
-        raise InputError(
-            f"{name} has {lines} lines; uploads may have at most {limits.max_upload_lines} lines"
-        )
+        raise InputError("error.too_many_lines", name=name, lines=lines, limit=limits.max_upload_lines)
     return text
 
 
@@ -212,17 +209,14 @@ def _parse_as_files(texts: dict[str, str], parse: Any) -> list[Pair]:
         try:
             return parse(*paths.values())
         except ValueError as exc:
-            message = str(exc)
-            for name, path in paths.items():
-                message = message.replace(str(path), name)
-            raise InputError(message) from exc
+            raise InputError.passing(exc, {str(path): name for name, path in paths.items()}) from exc
 
 
-def _usable(pairs: list[Pair], what: str) -> list[Pair]:
+def _usable(pairs: list[Pair], what: str | Text) -> list[Pair]:
     """Pairs with text on both sides; InputError when none are left."""
     kept = [p for p in pairs if p.src and p.tgt]
     if not kept:
-        raise InputError(f"{what} holds no sentence pairs with text on both sides")
+        raise InputError("error.no_pairs", name=what)
     return kept
 
 
@@ -240,7 +234,7 @@ def parse_uploaded_parallel(
         src_name: decode_upload(src_bytes, src_name, limits),
         tgt_name: decode_upload(tgt_bytes, tgt_name, limits),
     }
-    return _usable(_parse_as_files(texts, read_parallel), "the uploaded files")
+    return _usable(_parse_as_files(texts, read_parallel), Text("error.the_uploads"))
 
 
 def parse_uploaded_tsv(
@@ -261,7 +255,7 @@ def checkpoint_name(raw: str) -> str:
     name = _NAME_CHARS.sub("-", unicodedata.normalize("NFKD", str(raw)).encode("ascii", "ignore").decode())
     name = re.sub(r"\.{2,}", ".", name).strip(".-_")[:100].rstrip(".-_")
     if not name:
-        raise InputError("give the checkpoint a name with letters or digits (for example 'copy-task-1')")
+        raise InputError("error.bad_name")
     return name
 
 
@@ -272,7 +266,7 @@ def checkpoint_path(root: str | Path, raw: str) -> Path:
     except InputError:
         raise
     except ValueError as exc:
-        raise InputError(str(exc)) from exc
+        raise InputError.passing(exc) from exc
 
 
 def count_parameters(config: ModelConfig) -> int:
@@ -301,22 +295,20 @@ def check_model_config(config: ModelConfig, limits: HostedLimits | None = None) 
     limits = limits or HostedLimits.local()
     bounds = {
         "d_model": (config.d_model, limits.max_d_model),
-        "encoder layers": (config.n_encoder_layers, limits.max_layers),
-        "decoder layers": (config.n_decoder_layers, limits.max_layers),
+        "encoder_layers": (config.n_encoder_layers, limits.max_layers),
+        "decoder_layers": (config.n_decoder_layers, limits.max_layers),
         "heads": (config.n_heads, limits.max_heads),
         "d_ff": (config.d_ff, limits.max_d_ff),
-        "source vocabulary": (config.src_vocab_size, limits.max_vocab_size),
-        "target vocabulary": (config.tgt_vocab_size, limits.max_vocab_size),
+        "src_vocab": (config.src_vocab_size, limits.max_vocab_size),
+        "tgt_vocab": (config.tgt_vocab_size, limits.max_vocab_size),
         "max_len": (config.max_len, limits.max_len),
     }
     for what, (value, bound) in bounds.items():
         if value > bound:
-            raise InputError(
-                f"{what} {value} is above the limit of {bound} on this server; choose a smaller model"
-            )
+            raise InputError("error.above_limit", what=Text(f"error.what.{what}"), value=value, bound=bound)
     n = count_parameters(config)
     if n > limits.max_params:
-        raise InputError(f"this model has {n:,} parameters; the limit here is {limits.max_params:,}")
+        raise InputError("error.too_many_params", n=n, limit=limits.max_params)
     return n
 
 
@@ -324,7 +316,7 @@ def bounded_train_config(config: TrainConfig, limits: HostedLimits | None = None
     """A TrainConfig within the limits: steps refused above the cap, time limit and threads imposed."""
     limits = limits or HostedLimits.local()
     if config.steps > limits.max_steps:
-        raise InputError(f"{config.steps} steps is above the limit of {limits.max_steps} on this server")
+        raise InputError("error.too_many_steps", steps=config.steps, limit=limits.max_steps)
     time_limit = config.time_limit_s
     if limits.max_wall_time_s is not None:
         time_limit = min(time_limit or math.inf, limits.max_wall_time_s)

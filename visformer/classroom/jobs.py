@@ -55,7 +55,7 @@ def check_config(config: ModelConfig, limits: HostedLimits) -> int:
     with torch.device("meta"):
         n = sum(p.numel() for p in build_model(config).parameters())
     if n > limits.max_params:
-        raise InputError(f"this model has {n:,} parameters; the limit here is {limits.max_params:,}")
+        raise InputError("error.too_many_params", n=n, limit=limits.max_params)
     return n
 
 

@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import plotly.graph_objects as go
 
 from ..decoding import translate
+from ..i18n import t
 from ..tasks import alignment_score
 from .analysis import stack_maps
 
@@ -36,6 +38,8 @@ class SystemRun:
         float  # share of output pieces whose strongest attention hits their source piece (NaN: unknown)
     )
     held_out_exact_match: float | None  # from the checkpoint's final evaluation
+    test_bleu: float | None = None  # a corpus model's recorded test score (config.json info.test)
+    by_length: tuple[tuple[str, float], ...] = ()  # (source words, BLEU) per length bucket of that test
 
     def layer_map(self, layer: int) -> np.ndarray:
         """Heads averaged at one layer: (T, S)."""
@@ -77,4 +81,28 @@ def run_system(ck: Any, sentence: str) -> SystemRun:
         src_pieces=list(result.src_pieces), query_pieces=list(result.tgt_pieces), cross=cross,
         logprob=float(result.output.steps[-1].logprob) if result.output.steps else 0.0,
         correct=correct, alignment=alignment, held_out_exact_match=_final_exact_match(ck.metrics),
+        test_bleu=recorded_test(ck.info).get("bleu"), by_length=length_scores(ck.info),
     )  # fmt: skip
+
+
+def recorded_test(info: dict[str, Any]) -> dict[str, Any]:
+    """The test evaluation a checkpoint records in its info (empty when it has none)."""
+    test = info.get("test")
+    return test if isinstance(test, dict) else {}
+
+
+def length_scores(info: dict[str, Any]) -> tuple[tuple[str, float], ...]:
+    """(source words, BLEU) per length bucket of the recorded test (`evaluate --by-length`)."""
+    return tuple((str(b["words"]), float(b["bleu"])) for b in recorded_test(info).get("by_length", []))
+
+
+def length_figure(runs: list[SystemRun], title: str, lang: str = "en") -> go.Figure:
+    """Grouped bars: test BLEU per source-length bucket, one colour per model (the bottleneck shows on the right)."""
+    fig = go.Figure(
+        [go.Bar(name=r.name, x=[w for w, _ in r.by_length], y=[b for _, b in r.by_length],
+                text=[f"{b:.1f}" for _, b in r.by_length], textposition="outside") for r in runs if r.by_length]
+    )  # fmt: skip
+    fig.update_layout(title=title, barmode="group", height=380, legend={"orientation": "h", "y": -0.25})
+    fig.update_xaxes(title=t("models.cmp.length_x", lang), type="category")
+    fig.update_yaxes(title="BLEU", rangemode="tozero")
+    return fig

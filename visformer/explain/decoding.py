@@ -15,7 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..decoding import BeamNode, Step, Translation
-from ..i18n import t
+from ..i18n import has, t
 from .style import escape, layout
 
 if TYPE_CHECKING:
@@ -65,7 +65,6 @@ class TreeNode:
 class StrategyView:
     """What one strategy produced for one sentence."""
 
-    label: str  # e.g. "beam (beam_size=4, alpha=0.6)"
     strategy: str
     params: dict[str, Any]
     text: str
@@ -77,16 +76,21 @@ class StrategyView:
     best_node: tuple[int, int] | None = None
     nbest: list[tuple[str, float, float]] = field(default_factory=list)  # (text, log P, score)
 
+    def label(self, lang: str = "en") -> str:
+        """The strategy's name in `lang` with its parameters, e.g. 'beam (beam_size=4, alpha=0.6)'."""
+        return params_label(self.strategy, self.params, lang)
+
     @property
     def length(self) -> int:
         """Output tokens, </s> included."""
         return len(self.pieces)
 
 
-def params_label(strategy: str, params: dict[str, Any]) -> str:
-    """'top-k (top_k=10, seed=0)'."""
+def params_label(strategy: str, params: dict[str, Any], lang: str = "en") -> str:
+    """'top-k (top_k=10, seed=0)': the strategy's name in `lang`, its parameters as the code names them."""
+    name = t(f"decoding.name.{strategy}", lang) if has(f"decoding.name.{strategy}") else strategy
     shown = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items())
-    return f"{strategy} ({shown})" if shown else strategy
+    return f"{name} ({shown})" if shown else name
 
 
 def step_view(step: Step, piece: Callable[[int], str]) -> StepView:
@@ -141,7 +145,6 @@ def strategy_view(
     out = translation.output
     nbest = [(tgt_tokenizer.decode(h.tokens), h.logprob, h.score) for h in out.nbest]
     return StrategyView(
-        label=params_label(strategy, params),
         strategy=strategy,
         params=dict(params),
         text=translation.text,
@@ -216,7 +219,7 @@ def comparison_table(views: Sequence[StrategyView], reference: str = "", lang: s
     rows = []
     for v in views:
         row = {
-            "strategy": v.label,
+            "strategy": v.label(lang),
             "output": v.text or t("decoding.empty", lang),
             "log P": round(v.logprob, 3),
             "log P / token": round(v.logprob / max(v.length, 1), 3),
@@ -276,10 +279,10 @@ def filter_note(view: StrategyView, n_allowed: int, lang: str = "en") -> str:
     """One sentence on what the filters of a sampling run did: removed nothing, left one token, or a range."""
     s = filter_summary(view, n_allowed)
     if s.n_steps and s.kept_all == s.n_steps:
-        return t("decoding.filters.none", lang, label=view.label, n=f"{n_allowed:,}")
+        return t("decoding.filters.none", lang, label=view.label(lang), n=f"{n_allowed:,}")
     if s.n_steps and s.kept_one == s.n_steps:
-        return t("decoding.filters.forced", lang, label=view.label)
-    return t("decoding.filters.range", lang, label=view.label, lo=f"{s.min_kept:,}", hi=f"{s.max_kept:,}",
+        return t("decoding.filters.forced", lang, label=view.label(lang))
+    return t("decoding.filters.range", lang, label=view.label(lang), lo=f"{s.min_kept:,}", hi=f"{s.max_kept:,}",
              one=s.kept_one, n=s.n_steps)  # fmt: skip
 
 
@@ -299,7 +302,7 @@ def shared_seeds(views: Sequence[StrategyView]) -> dict[int, list[StrategyView]]
 
 def comparison_figure(views: Sequence[StrategyView], lang: str = "en") -> go.Figure:
     """Horizontal bars of each strategy's log P (closer to 0 = more probable), length printed beside."""
-    labels = [v.label for v in views]
+    labels = [v.label(lang) for v in views]
     logprobs = [v.logprob for v in views]
     fig = go.Figure(
         go.Bar(

@@ -16,6 +16,7 @@ import numpy as np
 from ..decoding import STRATEGIES
 from .analysis import stack_maps
 from .kinds import KIND, KINDS, get_kind
+from .language_models import STRATEGIES as LM_STRATEGIES
 
 # ---------------------------------------------------------------------------------------------
 # URL view state: every parameter has a default and a validator; bad input falls back quietly
@@ -169,12 +170,6 @@ def head_code(kind: str, layer: int, head: int) -> str:
     return f"{KIND_INITIAL[kind]}{layer}.{head}"
 
 
-def head_label(code: str) -> str:
-    """'e0.1' -> 'encoder · layer 0 · head 1'."""
-    kind, layer, head = parse_head(code)
-    return f"{kind} · layer {layer} · head {head}"
-
-
 def all_head_codes(n_layers: Mapping[str, int], n_heads: int) -> list[str]:
     """Codes of every head of every kind."""
     return [
@@ -234,6 +229,24 @@ TIMELINE_PARAMS: dict[str, ParamSpec] = {
     "tl_average": FlagParam(False),
 }
 
+LM_METRICS = ("entropy / log k", "previous", "diagonal", "first")  # head statistics of the language models
+MODELS_PARAMS: dict[str, ParamSpec] = {  # the language-model and RNN-vs-Transformer pages
+    "lm_sentence": TextParam(""),  # "" on a first visit: the page's example
+    "lm_hide": IntParam(-1, -1, 511),  # word hidden behind [MASK] (-1: none, or the one the student wrote)
+    "lm_layer": IntParam(-1, -1, 63),  # -1: the last layer
+    "lm_head": IntParam(-1, -1, 63),  # -1: the mean of the heads
+    "lm_metric": ChoiceParam(LM_METRICS[0], LM_METRICS),
+    "lm_strategy": ChoiceParam(LM_STRATEGIES[0], LM_STRATEGIES),
+    "lm_temperature": FloatParam(1.0, 0.1, 2.0),
+    "lm_top_k": IntParam(0, 0, 50),
+    "lm_top_p": FloatParam(0.9, 0.05, 1.0),
+    "lm_seed": IntParam(0, 0, 10_000),
+    "lm_max_new": IntParam(12, 1, 30),
+    "cmp_rnn": TextParam("", max_len=120),  # "": the first RNN checkpoint
+    "cmp_sentence": TextParam(""),  # "": that model's example
+    "cmp_layer": IntParam(-1, -1, 63),  # -1: the Transformer's last layer
+}
+
 # Every URL parameter the app understands, by widget key (pages bind their widgets to these names).
 VIEW_PARAMS: dict[str, ParamSpec] = {
     "checkpoint": TextParam("", max_len=120),
@@ -257,6 +270,7 @@ VIEW_PARAMS: dict[str, ParamSpec] = {
     "lesson_step": IntParam(1, 1, 12),  # one of visformer.explain.lesson.STEPS, counted from 1
     **TIMELINE_PARAMS,
     **DECODING_PARAMS,
+    **MODELS_PARAMS,
 }
 
 
