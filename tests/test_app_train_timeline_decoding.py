@@ -287,4 +287,4 @@ def test_decoding_in_korean_keeps_the_tab_in_the_link() -> None:
     assert at.query_params["dec_tab"] == "Samples"  # the URL keeps the language-neutral value
     columns = json.loads(at.dataframe[0].proto.columns)
     assert columns["output"]["label"] == "출력" and columns["length"]["label"] == "토큰 수"
-    assert any(c.value.startswith("temperature (seed=0, temperature=1): 필터가") for c in at.caption)
+    assert any(c.value.startswith("온도 샘플링 (seed=0, temperature=1): 필터가") for c in at.caption)
