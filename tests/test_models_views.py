@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -118,3 +119,20 @@ def test_a_left_to_right_model_gets_only_the_words_before_the_gap() -> None:
     assert lms.prompt_before_mask("A girl is [MASK] in the park.") == "A girl is"
     assert lms.prompt_before_mask("[MASK] runs  fast.") == "runs fast."  # nothing on the left: the rest
     assert lms.without_masks("a [MASK] b [MASK]") == "a b"
+
+
+def test_recorded_length_scores_become_one_bar_group_per_model() -> None:
+    info = {
+        "test": {
+            "bleu": 30.0,
+            "by_length": [{"words": "1-8", "n": 3, "bleu": 35.5}, {"words": ">17", "n": 1, "bleu": 12.0}],
+        }
+    }
+    assert cmp.length_scores(info) == (("1-8", 35.5), (">17", 12.0))
+    assert cmp.length_scores({"test": "a string from an older checkpoint"}) == ()
+    assert cmp.recorded_test({}) == {}
+    base = cmp.SystemRun("a", "rnn-none", "", [], [], np.zeros((0, 1, 1, 1)), 0.0, None, float("nan"), None)
+    runs = [replace(base, name="rnn", by_length=cmp.length_scores(info)), replace(base, name="transformer")]
+    fig = cmp.length_figure(runs, "BLEU", "ko")
+    assert [bar.name for bar in fig.data] == ["rnn"]  # a model without recorded buckets draws no bars
+    assert list(fig.data[0].x) == ["1-8", ">17"] and fig.layout.xaxis.title.text == "원문 문장 길이 (단어 수)"
