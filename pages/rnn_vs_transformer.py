@@ -77,9 +77,14 @@ def folder(name: str) -> tuple[str, float]:
 
 
 def scores(column, result: cmp.SystemRun, test_help: str) -> None:
-    """Output, right answer, log-probability, alignment hits and held-out exact match of one model."""
+    """Output and scores of one model: a toy task's right answer, alignment and exact match, else the test BLEU."""
     column.markdown(tr("models.cmp.arch", arch=result.architecture))
     column.markdown(tr("models.cmp.output", text=escape_markdown(result.text)))
+    if result.correct is None and result.test_bleu is not None:  # a corpus model: no known answer to score
+        a, b = column.columns(2)
+        a.metric(tr("models.cmp.logprob"), f"{result.logprob:.3f}")
+        b.metric(tr("models.cmp.test_bleu"), f"{result.test_bleu:.1f}", help=test_help)
+        return
     a, b, c, d = column.columns(4)
     answer = {None: "models.cmp.unknown", True: "models.cmp.yes", False: "models.cmp.no"}[result.correct]
     a.metric(tr("models.cmp.correct"), tr(answer))
@@ -87,10 +92,7 @@ def scores(column, result: cmp.SystemRun, test_help: str) -> None:
     c.metric(tr("models.cmp.alignment"), "–" if math.isnan(result.alignment) else f"{result.alignment:.0%}",
              help=tr("models.cmp.alignment_help"))  # fmt: skip
     held = result.held_out_exact_match
-    if held is None and result.test_bleu is not None:  # a corpus model: its recorded test score
-        d.metric(tr("models.cmp.test_bleu"), f"{result.test_bleu:.1f}", help=test_help)
-    else:
-        d.metric(tr("models.cmp.held_out"), "–" if held is None else f"{held:.0%}")
+    d.metric(tr("models.cmp.held_out"), "–" if held is None else f"{held:.0%}")
 
 
 st.title(tr("models.cmp.page_title"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -73,7 +74,7 @@ def test_why_self_attention_shows_table_1_and_the_measurements(lang: str) -> Non
 
 @pytest.mark.parametrize("lang", i18n.LANGS)
 def test_rnn_vs_transformer_scores_both_models_on_the_same_input(lang: str) -> None:
-    at = open_page(CMP_PAGE, lang=lang)
+    at = open_page(CMP_PAGE, lang=lang, cmp_rnn="reverse-rnn-bahdanau")
     assert at.title[0].value == i18n.t("models.cmp.page_title", lang)
     assert at.selectbox(key="cmp_rnn").value == "reverse-rnn-bahdanau"
     assert [s.value for s in at.subheader] == ["reverse-rnn-bahdanau", "reverse"]
@@ -162,3 +163,30 @@ def test_a_link_restores_the_comparison_view() -> None:
     assert at.query_params["cmp_rnn"] == "reverse-rnn-none" and at.query_params["cmp_layer"] == "0"
     at = open_page(CMP_PAGE, cmp_rnn="no-such-model", cmp_layer="99")  # falls back, no exception
     assert at.selectbox(key="cmp_rnn").value in at.selectbox(key="cmp_rnn").options
+
+
+@pytest.mark.parametrize("lang", i18n.LANGS)
+def test_rnn_vs_transformer_on_multi30k_shows_test_bleu_and_the_bottleneck_by_length(lang: str) -> None:
+    at = open_page(CMP_PAGE, lang=lang)
+    assert at.selectbox(key="cmp_rnn").value == "multi30k-en-de-rnn-bahdanau"  # real sentences first
+    assert [s.value for s in at.subheader] == ["multi30k-en-de-rnn-bahdanau", "multi30k-en-de"]
+    assert at.text_input(key="cmp_sentence").value.startswith("A little girl")
+    labels = [m.label for m in at.metric]
+    assert (
+        labels.count(i18n.t("models.cmp.test_bleu", lang)) == 2
+        and i18n.t("models.cmp.correct", lang) not in labels
+    )
+    charts = at.get("plotly_chart")
+    assert len(charts) == 3  # the RNN's map, the Transformer's map, BLEU by length
+    bars = json.loads(charts[-1].proto.spec)["data"]
+    assert [b["name"] for b in bars] == [
+        "multi30k-en-de-rnn-bahdanau",
+        "multi30k-en-de-rnn-none",
+        "multi30k-en-de",
+    ]
+    assert all(len(b["x"]) == 5 for b in bars)
+    assert i18n.t("models.cmp.length_lesson", lang) in [c.value for c in at.caption]
+    assert_no_raw_key(at)
+    at.selectbox(key="cmp_rnn").set_value("multi30k-en-de-rnn-none").run()
+    assert not at.exception and len(at.get("plotly_chart")) == 2  # no RNN map: the Transformer's and the bars
+    assert i18n.t("models.cmp.no_attention", lang) in [i.value for i in at.info]
