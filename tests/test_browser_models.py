@@ -17,7 +17,7 @@ pytestmark = pytest.mark.browser
 WAIT_MS = 300_000  # a busy shared 2-core machine: loading two models and drawing six charts can take minutes
 VIEWPORT = {"width": 1440, "height": 2400}  # tall: Streamlit scrolls inside its own container
 VIEWS = (  # (url path, charts drawn, the page's title key)
-    ("rnn_vs_transformer", 2, "models.cmp.page_title"),
+    ("rnn_vs_transformer", 3, "models.cmp.page_title"),  # the RNN's map, the Transformer's, BLEU by length
     ("why_self_attention", 1, "models.cx.page_title"),
     ("language_models", 2, "models.lm.page_title"),
 )
