@@ -240,6 +240,27 @@ def test_shipped_rnn_reverse_checkpoints_and_the_bottleneck() -> None:
     assert scores["rnn-none"] < 0.9  # one context vector for 9-10 letters: the bottleneck
 
 
+def test_shipped_multi30k_rnns_translate_and_record_the_bottleneck_by_length() -> None:
+    from visformer.decoding import translate
+    from visformer.explain.comparison import length_scores
+
+    drop = {}
+    for arch in ("rnn-bahdanau", "rnn-none", "transformer"):
+        name = "multi30k-en-de" if arch == "transformer" else f"multi30k-en-de-{arch}"
+        ckpt = load_checkpoint(SHIPPED / name)
+        assert ckpt.model_config.architecture == arch
+        out = translate(
+            ckpt.model, ckpt.src_tokenizer, ckpt.tgt_tokenizer, "Two dogs are playing in the snow."
+        )
+        assert "Hunde" in out.text, out.text
+        bleu = [b for _, b in length_scores(ckpt.info)]
+        assert len(bleu) == 5 and ckpt.info["test"]["bleu"] > 20
+        drop[arch] = 1 - bleu[-1] / bleu[0]  # the longest sentences against the shortest
+        if arch != "transformer":
+            assert ckpt.info["compare_with"] == "multi30k-en-de"
+    assert drop["rnn-none"] > drop["rnn-bahdanau"] + 0.1  # one context vector loses most on long sentences
+
+
 def test_the_app_lists_translation_checkpoints_transformer_and_rnn(tmp_path: Path) -> None:
     from visformer.classroom.catalogue import discover_checkpoints
     from visformer.models import architecture_of
