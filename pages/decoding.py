@@ -213,7 +213,8 @@ def beam_section(key: tuple, sentence: str, limits: HostedLimits) -> None:
     """The beam search tree and its n best hypotheses."""
     params = params_of("beam", limits)
     view = decode(*key, sentence, "beam", params)
-    st.markdown(f"**{view.label(session.lang())}** → {escape_markdown(view.text) or session.tr('decoding.empty')}")
+    output = escape_markdown(view.text) or session.tr("decoding.empty")
+    st.markdown(f"**{view.label(session.lang())}** → {output}")
     widgets.chart(dfig.beam_tree_figure(view.tree, view.best_node, lang=session.lang()), "beam-tree")
     st.caption(session.tr("decoding.beam_caption"))
     cols = [session.tr(k) for k in ("decoding.col.rank", "decoding.col.hypothesis", "decoding.col.logp",

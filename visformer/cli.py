@@ -173,7 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--batch-size", type=int, default=32)
     e.add_argument("--json", action="store_true", help="last line: one JSON object with bleu and chrf")
     e.add_argument(
-        "--by-length", action="store_true", help="also BLEU per source length in words (<=8, 9-11, 12-14, 15-17, >17)"
+        "--by-length",
+        action="store_true",
+        help="also BLEU per source length in words (<=8, 9-11, 12-14, 15-17, >17)",
     )
     e.add_argument("--no-progress", action="store_true")
     _inference_options(e)

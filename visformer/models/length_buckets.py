@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from ..evaluation import corpus_scores
 
-LENGTH_EDGES = (8, 11, 14, 17)  # source words: ≤8, 9-11, 12-14, 15-17, >17 (Multi30k test: 174, 367, 255, 122, 82)
+# source words: ≤8, 9-11, 12-14, 15-17, >17 (on Multi30k's test_2016_flickr: 174, 367, 255, 122, 82 sentences)
+LENGTH_EDGES = (8, 11, 14, 17)
 
 
 @dataclass(frozen=True)
