@@ -179,8 +179,9 @@ def test_deep_link_on_a_fresh_server_opens_inside_the_frame(server: str, browser
         assert "Positional encoding" in nav and "Attention timeline" in nav
         helpers = {"app", *(f.stem.lstrip("_") for f in (REPO / "pages").glob("_*.py"))}
         assert not helpers & set(nav.split())  # pages/'s helper modules are not listed as pages
-        assert page.get_by_text("Checkpoint").count() >= 1  # the frame's sidebar picker is there
-        assert page.get_by_role("heading", name="Decoding").count() >= 1
+        # the frame's sidebar picker and the page's heading (waited for: a loaded machine draws them late)
+        page.get_by_text("Checkpoint").first.wait_for(timeout=WAIT_MS)
+        page.get_by_role("heading", name="Decoding").first.wait_for(timeout=WAIT_MS)
         _check_and_shoot(page, "deep-link-decoding", errors)
     finally:
         page.close()
