@@ -152,10 +152,12 @@ with right:
 st.info(tr("models.cmp.lesson" if reference is not None else "models.cmp.lesson_corpus"))
 
 # BLEU by source length: every RNN compared with this Transformer, and the Transformer
-partners = [n for n in names if found[n] == found[rnn_name]]
-runs = [run(*folder(n), sentence) for n in partners] + [tf]
-if any(r.by_length for r in runs):
-    widgets.chart(cmp.length_figure(runs, tr("models.cmp.length_title", set=recorded.get("set", "test")),
+partners = [n for n in names if found[n] == found[rnn_name]] + [found[rnn_name]]
+by_length = {
+    n: cmp.length_scores(loading.load(*folder(n)).info) for n in partners
+}  # recorded, not recomputed
+if any(by_length.values()):
+    widgets.chart(cmp.length_figure(by_length, tr("models.cmp.length_title", set=recorded.get("set", "test")),
                                     session.lang()), "cmp-length")  # fmt: skip
     st.caption(tr("models.cmp.length_lesson"))
 session.sync_url(KEYS)

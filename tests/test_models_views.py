@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -131,8 +130,6 @@ def test_recorded_length_scores_become_one_bar_group_per_model() -> None:
     assert cmp.length_scores(info) == (("1-8", 35.5), (">17", 12.0))
     assert cmp.length_scores({"test": "a string from an older checkpoint"}) == ()
     assert cmp.recorded_test({}) == {}
-    base = cmp.SystemRun("a", "rnn-none", "", [], [], np.zeros((0, 1, 1, 1)), 0.0, None, float("nan"), None)
-    runs = [replace(base, name="rnn", by_length=cmp.length_scores(info)), replace(base, name="transformer")]
-    fig = cmp.length_figure(runs, "BLEU", "ko")
+    fig = cmp.length_figure({"rnn": cmp.length_scores(info), "transformer": ()}, "BLEU", "ko")
     assert [bar.name for bar in fig.data] == ["rnn"]  # a model without recorded buckets draws no bars
     assert list(fig.data[0].x) == ["1-8", ">17"] and fig.layout.xaxis.title.text == "원문 문장 길이 (단어 수)"

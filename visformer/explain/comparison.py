@@ -8,6 +8,7 @@ the same heatmap draws them side by side. On a toy task the right answer and the
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +40,6 @@ class SystemRun:
     )
     held_out_exact_match: float | None  # from the checkpoint's final evaluation
     test_bleu: float | None = None  # a corpus model's recorded test score (config.json info.test)
-    by_length: tuple[tuple[str, float], ...] = ()  # (source words, BLEU) per length bucket of that test
 
     def layer_map(self, layer: int) -> np.ndarray:
         """Heads averaged at one layer: (T, S)."""
@@ -81,7 +81,7 @@ def run_system(ck: Any, sentence: str) -> SystemRun:
         src_pieces=list(result.src_pieces), query_pieces=list(result.tgt_pieces), cross=cross,
         logprob=float(result.output.steps[-1].logprob) if result.output.steps else 0.0,
         correct=correct, alignment=alignment, held_out_exact_match=_final_exact_match(ck.metrics),
-        test_bleu=recorded_test(ck.info).get("bleu"), by_length=length_scores(ck.info),
+        test_bleu=recorded_test(ck.info).get("bleu"),
     )  # fmt: skip
 
 
@@ -96,11 +96,13 @@ def length_scores(info: dict[str, Any]) -> tuple[tuple[str, float], ...]:
     return tuple((str(b["words"]), float(b["bleu"])) for b in recorded_test(info).get("by_length", []))
 
 
-def length_figure(runs: list[SystemRun], title: str, lang: str = "en") -> go.Figure:
-    """Grouped bars: test BLEU per source-length bucket, one colour per model (the bottleneck shows on the right)."""
+def length_figure(
+    scores: Mapping[str, Sequence[tuple[str, float]]], title: str, lang: str = "en"
+) -> go.Figure:
+    """Grouped bars: test BLEU per source-length bucket ({model: length_scores}), one colour per model."""
     fig = go.Figure(
-        [go.Bar(name=r.name, x=[w for w, _ in r.by_length], y=[b for _, b in r.by_length],
-                text=[f"{b:.1f}" for _, b in r.by_length], textposition="outside") for r in runs if r.by_length]
+        [go.Bar(name=name, x=[w for w, _ in rows], y=[b for _, b in rows],
+                text=[f"{b:.1f}" for _, b in rows], textposition="outside") for name, rows in scores.items() if rows]
     )  # fmt: skip
     fig.update_layout(title=title, barmode="group", height=380, legend={"orientation": "h", "y": -0.25})
     fig.update_xaxes(title=t("models.cmp.length_x", lang), type="category")
