@@ -19,11 +19,15 @@ import asyncio
 import os
 import random
 import re
+import shutil
+import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import quote
@@ -31,7 +35,7 @@ from urllib.parse import quote
 if __package__ in (None, ""):  # `python bench/bench_class.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.bench_load import free_port, make_shipped_checkpoint, start_server, stop_server, write_section
+from bench.bench_load import free_port, make_shipped_checkpoint, server_env, start_server, write_section
 
 REPO = Path(__file__).resolve().parents[1]
 TITLE = "Class load"
@@ -491,11 +495,20 @@ def read_process(pid: int, t: float) -> Sample:
                   int(status["Threads"]))  # fmt: skip
 
 
-class Sampler:
-    """Reads a process (and the numbers it writes to `probe`, if given) every `every_s` seconds until stopped."""
+def read_processes(pids: Sequence[int], t: float) -> Sample:
+    """read_process summed over several processes (the app processes behind one proxy)."""
+    parts = [read_process(pid, t) for pid in pids]
+    return Sample(
+        t, sum(p.cpu_s for p in parts), sum(p.rss_mib for p in parts), sum(p.threads for p in parts)
+    )
 
-    def __init__(self, pid: int, every_s: float = 1.0, probe: Path | None = None) -> None:
-        self.pid, self.every_s, self.probe = pid, every_s, probe
+
+class Sampler:
+    """Reads processes (summed; and the numbers `probe` holds, if given) every `every_s` seconds until stopped."""
+
+    def __init__(self, pid: int | Sequence[int], every_s: float = 1.0, probe: Path | None = None) -> None:
+        self.pids = [pid] if isinstance(pid, int) else list(pid)
+        self.every_s, self.probe = every_s, probe
         self.samples: list[Sample] = []
         self._stop = threading.Event()
         self._start = time.perf_counter()
@@ -513,7 +526,7 @@ class Sampler:
         """Sample until stopped or the process is gone."""
         while True:
             try:
-                sample = read_process(self.pid, time.perf_counter() - self._start)
+                sample = read_processes(self.pids, time.perf_counter() - self._start)
             except (OSError, KeyError, IndexError):
                 return
             self.samples.append(replace(sample, load=os.getloadavg()[0], held=self._held()))
@@ -549,17 +562,20 @@ class SharedWork:
     second_s: float
 
 
-async def shared_work_probe(script: Script, pid: int, sentence: str) -> SharedWork:
-    """Type `sentence` (new to the server) in one session, then in another: is the work done twice?"""
+async def shared_work_probe(script: Script, pids: Sequence[int], sentence: str) -> SharedWork:
+    """Type `sentence` (new to the server) in one session, then in another: is the work done twice?
+
+    Behind a proxy both sessions go to the process of student 0's cookie (caches are per process).
+    """
     measured = []
-    for i in range(2):
-        session = Session(script.ws_url, script.headers(i))
+    for _ in range(2):
+        session = Session(script.ws_url, script.headers(0))
         await session.connect()
         try:
             run = await session.rerun(query="")
-            before = read_process(pid, 0.0).cpu_s
+            before = read_processes(pids, 0.0).cpu_s
             run = await session.rerun(states=[text_state(run.widgets["Sentence to translate"], sentence)])
-            measured += [read_process(pid, 0.0).cpu_s - before, run.seconds]
+            measured += [read_processes(pids, 0.0).cpu_s - before, run.seconds]
         finally:
             await session.close()
     return SharedWork(*measured)
@@ -581,6 +597,7 @@ class LevelReport:
     samples: list[Sample]
     client_cpu_s: float
     shared: SharedWork | None = None
+    processes: int = 1  # app processes (behind nginx when more than one)
 
     @property
     def errors(self) -> list[str]:
@@ -616,30 +633,65 @@ def use_checkpoints(work: Path, source: Path | None) -> None:
     (work / "user").mkdir()
 
 
+def route_cookie(url: str) -> str:
+    """The sticky-route cookie a first visit through the proxy gets (what a browser sends from then on)."""
+    with urllib.request.urlopen(url, timeout=60) as response:
+        return response.headers.get("Set-Cookie", "").split(";")[0]
+
+
+@contextmanager
+def hosted_servers(work: Path, train_steps: int, processes: int) -> Iterator[tuple[str, list[int]]]:
+    """(url, app pids): one hosted app process, or several behind deploy/'s nginx (sticky by cookie)."""
+    from deploy.launch import NGINX, start_app, start_nginx, stop_process
+
+    ports = [free_port() for _ in range(processes)]
+    procs: list[subprocess.Popen] = []
+    try:
+        if processes == 1:
+            procs.append(start_server(work, ports[0], train_steps))
+            yield f"http://127.0.0.1:{ports[0]}", [procs[0].pid]
+            return
+        env = server_env(work, train_steps)
+        apps = [start_app(port, env, work / f"app-{port}.log") for port in ports]
+        procs += apps
+        listen = free_port()
+        procs.append(
+            start_nginx(ports, f"127.0.0.1:{listen}", work / "nginx", shutil.which("nginx") or NGINX)
+        )
+        url = f"http://127.0.0.1:{listen}"
+        for _ in range(100):  # nginx is up once it answers
+            try:
+                route_cookie(url)
+                break
+            except OSError:
+                time.sleep(0.1)
+        yield url, [p.pid for p in apps]
+    finally:
+        for proc in reversed(procs):
+            stop_process(proc)
+
+
 def run_level(
     students: int, trainers: int = 5, think_s: float = 3.0, train_steps: int = 300, checkpoints: Path | None = None,
-    ramp_s: float | None = None,
+    ramp_s: float | None = None, processes: int = 1,
 ) -> LevelReport:  # fmt: skip
-    """Start a hosted server, drive one class of students against it, stop it; the level's report."""
+    """Start a hosted server (or `processes` behind nginx), drive one class of students, stop it; the report."""
     trainers = min(trainers, students)
     with tempfile.TemporaryDirectory(prefix="visformer-class-") as tmp:
         work = Path(tmp)
         use_checkpoints(work, checkpoints)
-        port = free_port()
-        proc = start_server(work, port, train_steps)
-        url = f"http://127.0.0.1:{port}"
-        script = Script(url, think_s, [f"class-{i}" for i in range(trainers)], asyncio.Event())
-        client_start, start = time.process_time(), time.perf_counter()
-        try:
-            with Sampler(proc.pid) as sampler:
+        with hosted_servers(work, train_steps, processes) as (url, pids):
+            cookies = [route_cookie(url) for _ in range(students)] if processes > 1 else [""] * students
+            script = Script(url, think_s, [f"class-{i}" for i in range(trainers)], asyncio.Event(),
+                            headers=lambda i: {"Cookie": cookies[i]} if cookies[i] else {})  # fmt: skip
+            client_start, start = time.process_time(), time.perf_counter()
+            with Sampler(pids) as sampler:
                 ramp = min(30.0, 0.3 * students) if ramp_s is None else ramp_s
                 reports = asyncio.run(drive_class(script, students, trainers, ramp))
             probe = own_sentence(10_000 + students, checkpoints is None)
-            shared = asyncio.run(shared_work_probe(script, proc.pid, probe))
-        finally:
-            stop_server(proc)
+            shared = asyncio.run(shared_work_probe(script, pids, probe))
         return LevelReport(students, trainers, reports, time.perf_counter() - start, sampler.samples,
-                           time.process_time() - client_start, shared)  # fmt: skip
+                           time.process_time() - client_start, shared, processes)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -658,7 +710,7 @@ def level_row(level: LevelReport) -> str:
     busy = sum(r.busy for r in level.reports)
     saved = sum(bool(r.trained) for r in level.reports)
     return (
-        f"| {level.students} | {len(requests)} | {len(level.errors)} | {len(level.leaks)} | "
+        f"| {level.students} | {level.processes} | {len(requests)} | {len(level.errors)} | {len(level.leaks)} | "
         f"{percentile(viewing, 0.5):.2f} / {percentile(viewing, 0.95):.2f} / {max(viewing, default=0):.2f} s | "
         f"{saved}/{level.trainers} ({busy} busy) | {cpu_total:.0f} s | {mean:.0f} % / {peak:.0f} % | {rss[0]:.0f} → {max(rss):.0f} MiB | "
         f"{max(threads)} | {level.client_cpu_s:.0f} s | {level.wall_s:.0f} s |"
@@ -668,7 +720,7 @@ def level_row(level: LevelReport) -> str:
 def kind_rows(level: LevelReport) -> list[str]:
     """Per request kind: count, p50, p95, max."""
     return [
-        f"| {level.students} | {kind} | {len(ts)} | {percentile(ts, 0.5):.2f} s | {percentile(ts, 0.95):.2f} s | "
+        f"| {level.students} | {level.processes} | {kind} | {len(ts)} | {percentile(ts, 0.5):.2f} s | {percentile(ts, 0.95):.2f} s | "
         f"{max(ts):.2f} s |"
         for kind, ts in level.by_kind().items()
     ]
@@ -683,7 +735,9 @@ def section(levels: list[LevelReport], think_s: float, train_steps: int, note: s
         f"## {TITLE}",
         "",
         f"`python -m bench.bench_class --students {' '.join(str(lv.students) for lv in levels)}` ({info['date']}): "
-        "one `streamlit run app.py` in hosted mode on 127.0.0.1 per level, the shipped checkpoints, students "
+        "one `streamlit run app.py` in hosted mode on 127.0.0.1 per level (or several behind deploy/'s nginx, "
+        "each student with the route cookie of a first visit; CPU, memory and threads summed over them), "
+        "the shipped checkpoints, students "
         "simulated at the protocol level (websocket + BackMsg/ForwardMsg protobufs, no browser). Each student: "
         f"open the app, type a class example and a sentence of their own, move Layer and Head, open All heads, "
         f"run the Decoding comparison, with {think_s:g} s ± 50 % think time between actions; students arrive "
@@ -693,19 +747,19 @@ def section(levels: list[LevelReport], think_s: float, train_steps: int, note: s
         f"{info['cpu']}, {info['logical cpus']} logical CPUs (load average {info['load average (1/5/15 min)']})."
         + (f" {note}" if note else ""),
         "",
-        "| students | requests | errors | leaks | viewing p50 / p95 / max | trained (busy answers) | "
+        "| students | app processes | requests | errors | leaks | viewing p50 / p95 / max | trained (busy answers) | "
         "server CPU total | server CPU mean / peak 5 s | server RSS start → peak | threads peak | client CPU | wall |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         *(level_row(lv) for lv in levels),
         "",
-        "| students | request | count | p50 | p95 | max |",
-        "|---|---|---|---|---|---|",
+        "| students | app processes | request | count | p50 | p95 | max |",
+        "|---|---|---|---|---|---|---|",
         *(row for lv in levels for row in kind_rows(lv)),
         "",
         "Shared work (after each level, on the idle server: one new sentence typed in a session, then the same "
         "sentence in another session; server CPU seconds and response of each): "
         + "; ".join(
-            f"{lv.students} students: first {lv.shared.first_cpu_s:.2f} CPU s / {lv.shared.first_s:.2f} s, "
+            f"{lv.students} students ({lv.processes} process{'es' if lv.processes > 1 else ''}): first {lv.shared.first_cpu_s:.2f} CPU s / {lv.shared.first_s:.2f} s, "
             f"second {lv.shared.second_cpu_s:.2f} CPU s / {lv.shared.second_s:.2f} s"
             for lv in levels
             if lv.shared
@@ -730,11 +784,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--think", type=float, default=3.0, help="mean think time in seconds (default 3)")
     parser.add_argument("--train-steps", type=int, default=300, help="hosted max steps per run (default 300)")
     parser.add_argument("--note", default="", help="a sentence added to the section (e.g. other load)")
+    parser.add_argument("--processes", type=int, nargs="+", default=[1],
+                        help="app processes per level (more than 1: behind deploy/'s nginx); each count is a level")  # fmt: skip
     parser.add_argument("--no-write", action="store_true", help="print only; leave RESULTS.md alone")
     args = parser.parse_args(argv)
     levels = []
-    for n in args.students:
-        level = run_level(n, args.trainers, args.think, args.train_steps, REPO / "checkpoints")
+    for n, processes in [(n, p) for n in args.students for p in args.processes]:
+        level = run_level(
+            n, args.trainers, args.think, args.train_steps, REPO / "checkpoints", processes=processes
+        )
         print(level_row(level), *level.errors[:5], *level.leaks[:5], sep="\n", flush=True)
         levels.append(level)
     markdown = section(levels, args.think, args.train_steps, args.note)

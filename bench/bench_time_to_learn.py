@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "multi30k"
-TARGET_S = 60.0
+TARGET_S = 15.0  # issue 14 (was 60 s)
 MEASURED = dict(steps=100_000, n_snapshots=0)  # a measured run ends at 100% exact match or its time limit
 
 
@@ -47,6 +47,7 @@ class LearnSettings:
     lr_factor: float = 0.5
     threads: int = 2
     eval_every: int = 50
+    weight_average: float = 0.0
 
     def model_config(self, vocab_size: int) -> ModelConfig:
         """The model of the toy recipe (recipes.TOY: no dropout, max_len 64) at these sizes, shared embeddings."""
@@ -68,6 +69,7 @@ class LearnSettings:
             eval_every=self.eval_every,
             log_every=self.eval_every,
             threads=self.threads,
+            weight_average=self.weight_average,
             seed=seed,
             **MEASURED,
             time_limit_s=limit_s,
@@ -92,11 +94,12 @@ def _best() -> LearnSettings:
     size, train = TOY.size, TOY.train
     return LearnSettings(
         size.d_model, size.n_heads, size.n_layers, size.decoder_layers, size.d_ff, size.norm_first,
-        train.max_tokens, train.warmup, train.lr_factor, train.threads or 1, train.eval_every,
+        train.max_tokens, train.warmup, train.lr_factor, train.threads or 1, train.eval_every, train.weight_average,
     )  # fmt: skip
 
 
-# Chosen from the search below: one decoder layer (a third cheaper per step and evaluation, as many steps).
+# Chosen from the searches below: a moving average of the weights (decay 0.97) scored and saved, lr factor 0.7,
+# one encoder and one decoder layer, checked every 10 steps by a teacher-forced pass.
 BEST = _best()
 
 
@@ -124,6 +127,9 @@ _DENSE = (
     "03:43-04:40 UTC, 1 thread, load 2-5, teacher-forced check every 5 steps confirmed by greedy decoding"
 )
 _COST = "CPU ms per training step / per evaluation, 1 thread, measured side by side in rounds at 04:30 UTC"
+_AVERAGE = (
+    "2026-11-24 14:00-14:45 UTC, each run in a fresh process, 1 thread; two runs at once on the 2 cores"
+)
 _PREVIOUS = (
     "d_model 64, 4 heads, 2+2 layers, d_ff 128, pre-LN, 1024-token batches, warmup 100, lr factor 0.25"
 )
@@ -161,6 +167,30 @@ SEARCH = [
           {0: 1125, 1: 1150, 2: 1325, 3: 900, 4: 900},
           "24.5 / 115 ms; in this bench, seeds 0-2: 31.6, 31.0, 36.5 CPU s and 42.5, 41.1, 47.5 s wall "
           "(1 thread, load 2.7, 04:39 UTC)", _DENSE),
+    # 2026-11-24 search: fused Adam, evaluations by one teacher-forced pass (see visformer.evaluation), and a
+    # moving average of the weights (TrainConfig.weight_average) scored and saved; steps are the first check at
+    # 100%, wall seconds on a quiet machine (1 thread) unless noted.
+    Tried("previous best (2+1 layers, lr factor 0.25, no average), checked every 10 steps",
+          {0: 1410, 1: 950, 2: 1020}, "31.8, 21.6, 23.1 s (with a training job on the other core)", _AVERAGE),
+    Tried("previous best with a weight average (decay 0.95), checked every 10 steps", {0: 780, 1: 800, 2: 720},
+          "18.7, 18.7, 16.8 s (with a training job on the other core)", _AVERAGE),
+    Tried("the same with lr factor 0.5", {0: 710, 1: 750, 2: 680}, "16.2, 17.2, 15.4 s", _AVERAGE),
+    Tried("the same with lr factor 0.7", {0: 660, 1: 740, 2: 590}, "14.8, 16.8, 13.4 s", _AVERAGE),
+    Tried("lr factor 0.7, decay 0.95, checked every 25 steps", {0: 1050, 1: 1000, 2: 675, 3: 700},
+          "the average touches 100% between checks", _AVERAGE),
+    Tried("lr factor 0.7, decay 0.9", {0: 1005, 1: 990, 2: 990, 3: 685}, "checked every 5 steps", _AVERAGE),
+    Tried("lr factor 1.0, decay 0.95", {0: 710, 1: 780, 2: 930}, "16.6, 18.9, 23.3 s (loaded)", _AVERAGE),
+    Tried("lr factor 0.7, decay 0.95, 8 heads", {0: 620, 1: 850, 2: 650}, "18.3, 24.0, 18.4 s", _AVERAGE),
+    Tried("lr factor 0.7, decay 0.95, 768-token batches", {0: 710, 1: 960, 2: 550}, "12.6, 17.9, 10.8 s",
+          _AVERAGE),
+    Tried("lr factor 0.7, decay 0.95, d_ff 64", {0: 820, 1: 1040, 2: 510, 3: 950}, "loaded", _AVERAGE),
+    Tried("lr factor 0.7, decay 0.95, 1+1 layers", {0: 740, 1: 680, 2: 530, 3: 440, 4: 650, 5: 700},
+          "12.9, 12.0, 8.9, 7.6, 10.5, 10.9 s", _AVERAGE),
+    Tried("1+1 layers, lr factor 0.5, decay 0.95", {0: 710, 1: 890, 2: 590}, "12.6, 15.6, 9.9 s", _AVERAGE),
+    Tried("1+1 layers, lr factor 1.0, decay 0.95", {0: 740, 1: 700, 2: 690}, "11.8, 12.0, 12.5 s", _AVERAGE),
+    Tried("1+1 layers, lr factor 0.7, decay 0.97 (new best)",
+          {0: 680, 1: 680, 2: 480, 3: 440, 4: 820, 5: 570, 6: 510}, "11.0, 11.2, 7.6, 8.1, 12.2, 8.7, 8.4 s",
+          _AVERAGE),
 ]  # fmt: skip
 
 
@@ -310,8 +340,9 @@ def run(quick: bool = False, settings: LearnSettings = BEST, seeds: tuple[int, .
             "sequences) reaches 100% exact match (greedy) on 200 held-out sequences whose sources never occur "
             f"in training, through `visformer.training.Trainer` with `TrainConfig(stop_at_exact_match=1.0)`: "
             f"{settings.describe()}. Wall clock from building the model to the evaluation that reaches 100% "
-            "(evaluations included); each run in a fresh process with `OMP_WAIT_POLICY=PASSIVE`. "
-            "Target: < 60 s on 2 CPU cores."
+            "(evaluations included; importing torch, and torch._dynamo which torch.optim imports at its first "
+            "optimizer, is not); each run in a fresh process with `OMP_WAIT_POLICY=PASSIVE`. "
+            f"Target: < {TARGET_S:g} s on 2 CPU cores."
         ),
         header=[
             "run",
@@ -333,20 +364,22 @@ def run(quick: bool = False, settings: LearnSettings = BEST, seeds: tuple[int, .
             verdict = "not solved"
         section.rows.append([
             f"reverse, seed {seed}", "yes" if r.solved else "no", f"{r.wall_s:.1f}", f"{r.train_s:.1f}",
-            f"{r.cpu_s:.1f}", str(r.step), f"{r.exact_match:.1%}", "< 60 s: " + verdict,
+            f"{r.cpu_s:.1f}", str(r.step), f"{r.exact_match:.1%}", f"< {TARGET_S:g} s: " + verdict,
         ])  # fmt: skip
     if len(results) > 1:
         wall = Stat.of([r.wall_s for r in results])
-        section.notes.append(f"median over seeds: {wall.fmt(1)} s wall clock (target < 60 s)")
+        section.notes.append(f"median over seeds: {wall.fmt(1)} s wall clock (target < {TARGET_S:g} s)")
     section.notes.append(
         "How the settings were chosen (steps to 100% by seed; cost): "
         + "; ".join(t.describe() for t in SEARCH)
-        + f". Costs given as two figures are {_COST}. Steps to 100% vary with the seed by up to 1.6× in "
-        "every setting tried (most runs sit at 95-99% for hundreds of steps, with single evaluations dipping "
-        "lower, before one evaluation gets all 200 right), and no variant of width, heads, batch size or "
-        "learning rate needed clearly fewer steps; one decoder layer instead of two needs as many steps at "
-        "two thirds of the cost per step and per evaluation (a decoder layer, with self- and cross-attention, "
-        "costs about twice an encoder layer)."
+        + f". Costs given as two figures are {_COST}. Steps to 100% vary with the seed by up to 1.9× in "
+        "every setting tried: the trained weights sit at 95-99% for hundreds of steps, with single evaluations "
+        "dipping lower, before one evaluation gets all 200 right. Scoring a moving average of the weights "
+        "(the running form of the paper's checkpoint averaging) cut the steps by a third and allowed a higher "
+        "learning rate; checking every 10 steps instead of 25 catches the first 100% of the average, which is "
+        "cheap since a check is one teacher-forced pass (a sequence is exactly right under greedy decoding "
+        "when every teacher-forced prediction is right), confirmed by decoding when it reads 100%. With the "
+        "average, one encoder layer learns as fast as two at two thirds of the cost per step."
     )
     section.notes.append(
         "exact-match curve of the first run (step: share): "
@@ -382,5 +415,7 @@ elif __name__ == "__main__":  # python -m bench.bench_time_to_learn '{"max_token
         (int(sys.argv[2]) if len(sys.argv) > 2 else 0),
         (float(sys.argv[3]) if len(sys.argv) > 3 else 300.0),
     )
+    import torch._dynamo  # noqa: F401  (torch.optim imports it at the first optimizer: import time, off the clock)
+
     result = time_to_learn(chosen, seed=seed, limit_s=limit, progress=True)
     print(json.dumps({"settings": asdict(chosen), **asdict(result)}))

@@ -147,15 +147,6 @@ def informative(path: str, stamp: float, sentence: str, kind: str) -> an.HeadPic
     return an.informative_head(loading.translation(path, stamp, sentence).stack(kind), kind)
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
-def confidence(path: str, stamp: float, sentence: str) -> np.ndarray:
-    """The model's probability of each output token of the (greedy) translation."""
-    from visformer.decoding import translate
-
-    ck = loading.load(path, stamp)
-    return an.step_probabilities(translate(ck.model, ck.src_tokenizer, ck.tgt_tokenizer, sentence, "greedy"))
-
-
 @st.cache_data(max_entries=4, show_spinner=False)
 def saturation_curve():
     """Largest softmax weight vs d_k, scaled and unscaled."""
@@ -265,7 +256,7 @@ def header(key: tuple, view: sup.TranslationView) -> None:
         st.warning(tr("truncated"))
     st.markdown(f"#### → {escape_markdown(view.text) or tr('empty')}")
     st.markdown(tr("source_pieces") + " " + widgets.pieces_markdown(view.src_pieces))
-    probs = confidence(*key)
+    probs = view.token_probs  # of this translation (with any switched-off heads), from its own greedy steps
     if len(probs) != len(view.output_pieces):  # cannot happen with greedy; plain chips rather than a crash
         st.markdown(tr("output_pieces") + " " + widgets.pieces_markdown(view.output_pieces))
         return

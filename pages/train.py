@@ -202,7 +202,7 @@ def architecture_settings(source: recipes.DataSource | None) -> str:
 
 
 def size_text(size: recipes.ModelSize, arch: str) -> str:
-    """'d_model 64, 4 heads, 2+1 layers, d_ff 128' (a GRU model: d_model and layers only)."""
+    """'d_model 64, 4 heads, 1+1 layers, d_ff 128' (a GRU model: d_model and layers only)."""
     if arch == "transformer":
         return session.tr("train.size.transformer", d=size.d_model, h=size.n_heads, enc=size.n_layers,
                           dec=size.decoder_layers, ff=size.d_ff)  # fmt: skip

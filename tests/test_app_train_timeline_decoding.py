@@ -121,7 +121,7 @@ def test_a_run_that_reaches_its_target_says_so_and_shows_the_exact_share() -> No
 
 
 def test_the_run_says_what_it_trains_and_the_parameters_of_the_built_model() -> None:
-    """Issue 13: the page's only parameter count described the sliders, not the run (the Fast recipe's 2+1 layers)."""
+    """Issue 13: the page's only parameter count described the sliders, not the run (the Fast recipe's 1+1 layers)."""
     at = open_page(TRAIN)
     config = TrainConfig(
         steps=5, warmup=10, max_tokens=512, log_every=5, eval_every=5, eval_examples=5, threads=1
@@ -132,7 +132,7 @@ def test_the_run_says_what_it_trains_and_the_parameters_of_the_built_model() -> 
     at.run()
     built = load_checkpoint(job.progress().checkpoint).model.num_parameters()
     about = next(c.value for c in at.caption if c.value.startswith("Transformer:"))
-    assert "d_model 64, 4 heads, 2+1 layers (encoder+decoder), d_ff 128" in about
+    assert "d_model 64, 4 heads, 1+1 layers (encoder+decoder), d_ff 128" in about
     assert f"; {built:,} parameters" in about
     assert any(m.label == "Parameters (Start training)" for m in at.metric)  # the sliders' model, named so
 
@@ -178,7 +178,7 @@ def test_train_page_in_korean() -> None:
     assert [t.value for t in at.title] == ["학습"]
     assert at.radio(key="train_source").options == ["내장 과제", "코퍼스 올리기", "디스크의 코퍼스"]
     assert at.radio(key="train_arch").options[0] == "트랜스포머"
-    assert any(c.value.startswith("빠른 레시피: d_model 64, 헤드 4개, 레이어 2+1개") for c in at.caption)
+    assert any(c.value.startswith("빠른 레시피: d_model 64, 헤드 4개, 레이어 1+1개") for c in at.caption)
     assert at.button(key="train_start").label == "학습 시작"
     noam = chart_specs(at)[0]
     assert noam["layout"]["title"]["text"].startswith("Noam 스케줄")

@@ -129,7 +129,7 @@ def test_best_settings_are_the_train_pages_toy_recipe() -> None:
     spec = recipes.toy_spec("toy", seed=2)
     assert BEST.model_config(30) == spec.size.config(30, 30, spec.max_len, spec.dropout)
     assert BEST.train_config(seed=2, limit_s=60.0) == replace(
-        spec.train, steps=100_000, log_every=25, n_snapshots=0, time_limit_s=60.0, threads=BEST.threads
+        spec.train, steps=100_000, n_snapshots=0, time_limit_s=60.0, threads=BEST.threads
     )
     assert spec.source.n_train == 20_000 and spec.source.n_valid == 200
 

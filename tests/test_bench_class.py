@@ -80,3 +80,17 @@ def test_the_soak_curve_has_one_row_per_interval_with_what_the_server_held() -> 
         "| 1.0 | 102 | 6 | 2 | 3 | 5 % | 1.00 |",
         "| 1.2 | 102 | 6 | ? | ? | 5 % | 1.00 |",
     ]
+
+
+def test_a_class_behind_nginx_on_two_processes_runs_without_errors_or_leaks() -> None:
+    from tests.test_deploy import nginx
+
+    nginx()  # skips without nginx (fails in CI)
+    level = run_level(4, trainers=1, think_s=0.1, train_steps=10, checkpoints=None, ramp_s=0.5, processes=2)
+    assert level.errors == [] and level.leaks == [] and level.processes == 2
+    assert all(
+        r.server for r in level.reports
+    )  # every websocket went through the proxy (test_deploy: spread)
+    assert level.reports[0].trained == "class-0"
+    assert level.samples[-1].threads > 2  # two app processes summed
+    assert "| 4 | 2 |" in level_row(level)

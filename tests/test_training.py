@@ -271,3 +271,51 @@ def test_a_run_restores_the_callers_thread_count_even_from_a_job_thread() -> Non
         assert torch.get_num_threads() == 2  # in the same thread too
     finally:
         torch.set_num_threads(before)
+
+
+def test_weight_average_must_be_a_decay_below_one() -> None:
+    for bad in (-0.1, 1.0):
+        with pytest.raises(ValueError, match="weight_average"):
+            TrainConfig(weight_average=bad)
+
+
+def test_the_saved_model_is_the_moving_average_of_the_trained_weights() -> None:
+    decay = 0.8
+    trainer = make_trainer(steps=5, weight_average=decay, n_snapshots=0)
+    live = []  # the trained weights after each step (the run swaps in the average only at its end)
+    for m in trainer.run():
+        if isinstance(m, StepMetrics):
+            live.append({k: v.detach().clone() for k, v in trainer.model.state_dict().items()})
+    expected = {k: v.clone() for k, v in live[0].items()}  # the first update copies the weights
+    for weights in live[1:]:
+        for k in expected:
+            expected[k] = decay * expected[k] + (1 - decay) * weights[k]
+    final = trainer.model.state_dict()
+    assert all(torch.allclose(final[k], expected[k], atol=1e-6) for k in expected)
+    assert not all(torch.equal(final[k], live[-1][k]) for k in expected)  # not the last trained weights
+
+
+def test_evaluations_score_the_averaged_weights_and_without_averaging_the_trained_ones() -> None:
+    averaged = make_trainer(steps=6, eval_every=6, weight_average=0.9, n_snapshots=0)
+    assert averaged.evaluator.model is averaged.average.module
+    plain = make_trainer(steps=6, eval_every=6, n_snapshots=0)
+    assert plain.average is None and plain.evaluator.model is plain.model
+    a = [m for m in averaged.run() if isinstance(m, EvalMetrics)][-1]
+    b = [m for m in plain.run() if isinstance(m, EvalMetrics)][-1]
+    assert a.valid_loss != b.valid_loss  # the same data and seed: only the scored weights differ
+
+
+def test_teacher_forced_exact_match_equals_greedy_exact_match() -> None:
+    """The cheap exact match (every teacher-forced prediction right) is right where greedy decoding is right."""
+    trainer = make_trainer(steps=300, eval_every=1000, n_train=2000, log_every=25)
+    examples = trainer.evaluator.valid_examples
+    shares = []
+    for m in trainer.run():
+        if isinstance(m, StepMetrics):
+            _, right, _ = trainer.evaluator._task_scores(examples)
+            hyps = trainer.evaluator.translate_texts([ex.src for ex in examples])
+            assert right.tolist() == [
+                h.split() == ex.tgt.split() for h, ex in zip(hyps, examples, strict=True)
+            ]
+            shares.append(float(right.float().mean()))
+    assert any(0.0 < s < 1.0 for s in shares), shares  # compared while the model is partly right

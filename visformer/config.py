@@ -118,6 +118,9 @@ class TrainConfig:
     threads: int | None = None
     stop_at_exact_match: float | None = None  # tasks: end the run once an evaluation reaches this share
     precision: str = "auto"  # autocast: "auto" = bf16 where native (and d_model >= 256 on a CPU), else fp32
+    # > 0: evaluations, snapshots and the saved model use an exponential moving average of the weights with
+    # this decay per step (a running form of the paper's checkpoint averaging); 0: the trained weights
+    weight_average: float = 0.0
 
     def __post_init__(self) -> None:
         """Reject settings the trainer cannot run with."""
@@ -128,6 +131,8 @@ class TrainConfig:
             raise ValueError(f"lr_factor must be positive, got {self.lr_factor}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        if not 0.0 <= self.weight_average < 1.0:
+            raise ValueError(f"weight_average must be in [0, 1), got {self.weight_average}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
         object.__setattr__(self, "betas", tuple(self.betas))

@@ -174,6 +174,17 @@ def _hits(attention: torch.Tensor, alignment: Sequence[int]) -> tuple[int, int]:
     return int((best == torch.tensor([alignment[j] for j in rows])).sum()), len(rows)
 
 
+def _targets(alignments: Sequence[Sequence[int]], n_rows: int, n_cols: int) -> torch.Tensor:
+    """(B, T) source position each row should attend to: -1 where nothing is aligned or the alignment ends."""
+    target = torch.full((len(alignments), n_rows), -1, dtype=torch.long)
+    for b, alignment in enumerate(alignments):
+        row = list(alignment[:n_rows])
+        target[b, : len(row)] = torch.tensor(row, dtype=torch.long)
+    if bool((target >= n_cols).any()):
+        raise ValueError(f"alignment points past the {n_cols} source positions of the attention")
+    return target
+
+
 def alignment_score(
     cross_attention: torch.Tensor | np.ndarray, alignment: Sequence[int] | Sequence[Sequence[int]]
 ) -> float:
@@ -187,7 +198,10 @@ def alignment_score(
     if att.dim() == 4:
         if len(alignment) != att.size(0):
             raise ValueError(f"batch of {att.size(0)} maps but {len(alignment)} alignments")
-        counts = [_hits(a.mean(0), al) for a, al in zip(att, alignment, strict=True)]  # type: ignore[arg-type]
+        target = _targets(alignment, att.size(2), att.size(3))  # type: ignore[arg-type]
+        aligned = target >= 0  # (B, T)
+        hits = (att.mean(1).argmax(-1) == target) & aligned  # (B, T)
+        counts = [(int(hits.sum()), int(aligned.sum()))]
     elif att.dim() in (2, 3):
         counts = [_hits(att.mean(0) if att.dim() == 3 else att, alignment)]  # type: ignore[arg-type]
     else:

@@ -8,13 +8,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..decoding import STRATEGIES
-from .analysis import stack_maps
+from .analysis import stack_maps, step_probabilities
 from .kinds import KIND, KINDS, get_kind
 from .language_models import STRATEGIES as LM_STRATEGIES
 
@@ -335,6 +335,9 @@ class TranslationView:
     decoder: np.ndarray  # (L, h, T, T)
     cross: np.ndarray  # (L, h, T, S)
     truncated: bool = False
+    token_probs: np.ndarray = field(
+        default_factory=lambda: np.zeros(0)
+    )  # (T,) probability of each output piece
 
     def stack(self, kind: str) -> np.ndarray:
         """The stack of one attention kind."""
@@ -360,6 +363,7 @@ def translation_view(translation: Any, tgt_tokenizer: Any, source: str) -> Trans
         decoder=stack_maps(maps, "decoder"),
         cross=stack_maps(maps, "cross"),
         truncated=bool(getattr(translation, "truncated", False)),
+        token_probs=step_probabilities(translation),
     )
 
 
