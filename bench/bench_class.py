@@ -734,7 +734,13 @@ def section(levels: list[LevelReport], think_s: float, train_steps: int, note: s
     lines = [
         f"## {TITLE}",
         "",
-        f"`python -m bench.bench_class --students {' '.join(str(lv.students) for lv in levels)}` ({info['date']}): "
+        f"`python -m bench.bench_class --students {' '.join(dict.fromkeys(str(lv.students) for lv in levels))}"
+        + (
+            f" --processes {' '.join(dict.fromkeys(str(lv.processes) for lv in levels))}"
+            if any(lv.processes > 1 for lv in levels)
+            else ""
+        )
+        + f"` ({info['date']}): "
         "one `streamlit run app.py` in hosted mode on 127.0.0.1 per level (or several behind deploy/'s nginx, "
         "each student with the route cookie of a first visit; CPU, memory and threads summed over them), "
         "the shipped checkpoints, students "
