@@ -78,6 +78,16 @@ def marian_generate(model, src: Tensor, new_tokens: int, beams: int) -> Callable
     return run
 
 
+def in_bf16(fn: Callable[[], object]) -> Callable[[], object]:
+    """fn under torch.autocast("cpu", bfloat16)."""
+
+    def run() -> object:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return fn()
+
+    return run
+
+
 def library_strategies(model: Transformer, src: Tensor, new_tokens: int) -> dict[str, Callable[[], object]]:
     """visformer.decoding's greedy and beam-4 (with their traces; greedy also without, as bulk translation runs)
     when that module exists.
@@ -90,6 +100,9 @@ def library_strategies(model: Transformer, src: Tensor, new_tokens: int) -> dict
         return {}
     return {
         "decoding.greedy": lambda: greedy(model, src, max_len=new_tokens, eos_id=-1),
+        "decoding.greedy, precision='fp32'": lambda: greedy(
+            model, src, max_len=new_tokens, eos_id=-1, precision="fp32"
+        ),
         "decoding.greedy, no trace": lambda: greedy(
             model, src, max_len=new_tokens, eos_id=-1, n_candidates=0
         ),
@@ -108,7 +121,8 @@ def run(config: ModelConfig, quick: bool = False) -> Section:
             "`encode` + cached `decode` loop against `transformers` `MarianMTModel.generate()` on a randomly "
             "initialised Marian of the same size (no download; both untrained, so the output length is forced). "
             "The bare loop is `encode` + cached `decode` + argmax; `visformer.decoding` strategies also record "
-            "their trace for the app. Marian runs greedy or beam 4 to match. "
+            "their trace for the app and run at their default precision (see the notes). Marian runs greedy or "
+            "beam 4 to match. "
             "Alternating runs; time in ms, median (min–max); speed-up = per-round Marian time / ours."
         ),
         header=["strategy", "batch", "visformer ms", "Marian generate() ms", "speed-up"],
@@ -128,13 +142,25 @@ def run(config: ModelConfig, quick: bool = False) -> Section:
         greedy_peer = marian_generate(peer, src, new_tokens, beams=1)
         fns = {"ours": lambda src=src: visformer_greedy(ours, src, new_tokens), "peer": greedy_peer}
         _add_row(section, "greedy, bare cached loop", batch, alternate(fns, rounds))
-        for name, fn in library_strategies(ours, src, new_tokens).items():
+        strategies = library_strategies(ours, src, new_tokens)
+        for name, fn in strategies.items():
             beams = 4 if "beam" in name else 1
             peer_fn = greedy_peer if beams == 1 else marian_generate(peer, src, new_tokens, beams=4)
             _add_row(section, name, batch, alternate({"ours": fn, "peer": peer_fn}, rounds))
+        if "decoding.greedy" in strategies:  # the peer under the same bf16 autocast as visformer's default
+            same = {"ours": strategies["decoding.greedy"], "peer": in_bf16(greedy_peer)}
+            _add_row(section, "decoding.greedy vs Marian under bf16 autocast", batch, alternate(same, rounds))
     import transformers
 
-    section.notes.append(f"transformers {transformers.__version__}; both models in eval mode, fp32, CPU.")
+    from visformer.utils import autocast_dtype
+
+    dtype = autocast_dtype("auto", torch.device("cpu"), config.d_model)
+    section.notes.append(
+        f"transformers {transformers.__version__}; both models in eval mode on the CPU; Marian and the bare loop "
+        "in fp32 (their default); `visformer.decoding` strategies at their default precision='auto', which here "
+        f"is {'bf16 autocast (a CPU with native bf16, d_model ≥ 256, as in training)' if dtype else 'fp32'}; "
+        "the last row runs Marian under the same autocast."
+    )
     return section
 
 

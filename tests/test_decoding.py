@@ -474,3 +474,52 @@ def test_no_trace_gives_the_same_output_without_candidates(strategy: str) -> Non
     if strategy != "beam":
         assert all(step.candidates == [] and step.n_kept == 0 for o in bare for step in o.steps)
         assert any(step.candidates for o in traced for step in o.steps)
+
+
+@pytest.mark.parametrize(("d_model", "native", "arch", "expected"), [
+    (256, True, "transformer", torch.bfloat16),  # the shipped size on a CPU with native bf16
+    (256, False, "transformer", None),  # no native bf16: fp32
+    (32, True, "transformer", None),  # too narrow to gain
+    (256, True, "rnn-bahdanau", None),  # GRU models decode in fp32
+])  # fmt: skip
+def test_decoding_runs_in_bf16_where_training_would(monkeypatch, d_model, native, arch, expected) -> None:
+    from dataclasses import replace
+
+    from visformer import utils
+    from visformer.decoding import precision_context
+
+    monkeypatch.setattr(utils, "_cpu_has_bf16", lambda: native)
+    model = Transformer(tiny_config(d_model=d_model, n_heads=4))
+    model.config = replace(model.config, architecture=arch)
+    context = precision_context(model)
+    assert (context.fast_dtype if context._enabled else None) == expected
+    assert not precision_context(model, "fp32")._enabled
+
+
+def test_bf16_and_fp32_decoding_agree_on_the_shipped_model(monkeypatch) -> None:
+    """The default bf16 decoding (where native) picks the tokens fp32 picks for the app's examples."""
+    from pathlib import Path
+
+    from visformer import utils
+    from visformer.checkpoint import load_checkpoint
+    from visformer.decoding import translate
+
+    path = Path(__file__).resolve().parents[1] / "checkpoints" / "multi30k-en-de"
+    if not (path / "config.json").exists():
+        pytest.skip("no shipped multi30k-en-de checkpoint")
+    monkeypatch.setattr(utils, "_cpu_has_bf16", lambda: True)  # bf16 autocast runs (slowly) on any CPU
+    ck = load_checkpoint(path)
+    sentences = [
+        "A man is riding a bicycle down the street.",
+        "Two dogs are playing in the snow.",
+        "The animal didn't cross the street because it was too tired.",
+        "A little girl climbs into a wooden playhouse.",
+    ]
+    same, gaps = 0, []
+    for text in sentences:
+        ours = translate(ck.model, ck.src_tokenizer, ck.tgt_tokenizer, text, "greedy")
+        fp32 = translate(ck.model, ck.src_tokenizer, ck.tgt_tokenizer, text, "greedy", precision="fp32")
+        same += ours.tgt_ids == fp32.tgt_ids
+        gaps.append(abs(ours.output.steps[0].token_prob - fp32.output.steps[0].token_prob))
+    assert same >= len(sentences) - 1
+    assert 0 < max(gaps) < 0.02  # bf16 did run (the numbers moved), and moved them little
