@@ -56,6 +56,29 @@ def test_evaluate_json_last_line(reverse_ckpt: Path, tmp_path: Path, capsys) -> 
     assert "by_length" not in result
 
 
+def test_evaluate_takes_the_decoding_precision(
+    reverse_ckpt: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """--precision reaches the decoder: bf16 autocast (forced here) and fp32 both score, and say which ran."""
+    from visformer import decoding
+
+    seen = []
+    real = decoding.precision_context
+    monkeypatch.setattr(decoding, "precision_context", lambda m, p="auto": seen.append(p) or real(m, p))
+    examples = make_examples("reverse", 4, seed=7)
+    (tmp_path / "src.txt").write_text("\n".join(ex.src for ex in examples) + "\n")
+    (tmp_path / "ref.txt").write_text("\n".join(ex.tgt for ex in examples) + "\n")
+    for precision in ("fp32", "bf16"):
+        args = ["evaluate", "--checkpoint", str(reverse_ckpt), "--src", str(tmp_path / "src.txt"),
+                "--ref", str(tmp_path / "ref.txt"), "--json", "--no-progress", "--precision", precision]  # fmt: skip
+        assert main(args) == 0
+        assert json.loads(capsys.readouterr().out.strip().split("\n")[-1])["precision"] == precision
+        assert set(seen) == {precision}
+        seen.clear()
+    with pytest.raises(SystemExit):
+        main(["evaluate", "--checkpoint", "x", "--src", "a", "--ref", "b", "--precision", "fp8"])
+
+
 def test_evaluate_by_length_scores_every_bucket(reverse_ckpt: Path, tmp_path: Path, capsys) -> None:
     examples = make_examples("reverse", 8, seed=7)
     sources = [ex.src for ex in examples] + ["a b c d e f g h i j k l"]  # one sentence over 10 words

@@ -151,8 +151,12 @@ THREADS_HELP = (
 
 
 def _inference_options(p: argparse.ArgumentParser) -> None:
-    """--threads, shared by translate and evaluate."""
+    """--threads and --precision, shared by translate and evaluate."""
     p.add_argument("--threads", type=_threads, default=None, metavar="N|auto", help=THREADS_HELP)
+    p.add_argument(
+        "--precision", choices=PRECISIONS, default="auto",
+        help="auto (default): bf16 autocast where the CPU/GPU runs it natively and d_model >= 256, as in training",
+    )  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -204,6 +208,7 @@ def translate_all(
     beam_size: int = 1,
     batch_size: int = 32,
     progress: bool = True,
+    precision: str = "auto",
 ) -> list[str]:
     """Translate many texts in length-sorted batches, with a progress bar."""
     from tqdm import tqdm
@@ -217,7 +222,9 @@ def translate_all(
         for start in range(0, len(order), batch_size):
             idx = order[start : start + batch_size]
             for i, hyp in zip(
-                idx, translate_batch(model, src_tok, tgt_tok, [texts[i] for i in idx], beam_size), strict=True
+                idx,
+                translate_batch(model, src_tok, tgt_tok, [texts[i] for i in idx], beam_size, precision),
+                strict=True,
             ):
                 out[i] = hyp
             bar.update(len(idx))
@@ -540,8 +547,9 @@ def cmd_translate(args: argparse.Namespace) -> int:
     ckpt = load_checkpoint(args.checkpoint)
     with torch_threads(inference_threads(args)):
         hyps = translate_all(
-            ckpt.model, ckpt.src_tokenizer, ckpt.tgt_tokenizer, args.sentences, args.beam_size, progress=False
-        )
+            ckpt.model, ckpt.src_tokenizer, ckpt.tgt_tokenizer, args.sentences, args.beam_size, progress=False,
+            precision=args.precision,
+        )  # fmt: skip
     for hyp in hyps:
         print(hyp)
     return 0
@@ -572,6 +580,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             args.beam_size,
             args.batch_size,
             progress=not args.no_progress,
+            precision=args.precision,
         )
     bleu, chrf = corpus_scores(hyps, ref)
     seconds = time.perf_counter() - t0
@@ -584,6 +593,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         "sentences": len(src),
         "seconds": round(seconds, 1),
         "threads": threads,
+        "precision": args.precision,
     }
     if args.by_length:
         buckets = bleu_by_source_length(src, hyps, ref)

@@ -46,12 +46,14 @@ def translate_batch(
     tgt_tok: Tokenizer,
     texts: Sequence[str],
     beam_size: int = 1,
+    precision: str = "auto",
 ) -> list[str]:
     """Translate one batch of texts: greedy (beam_size 1) or beam search from visformer.decoding."""
     pairs = [(fit_tokens(src_tok.encode(text), model.config.max_len), []) for text in texts]
     src = make_batch(pairs, src_tok.pad_id, tgt_tok.bos_id, src_tok.eos_id).src  # (B, S)
     src = src.to(next(model.parameters()).device)
-    ids = dict(max_len=2 * src.shape[1] + 10, bos_id=tgt_tok.bos_id, eos_id=tgt_tok.eos_id, n_candidates=0)
+    ids = dict(max_len=2 * src.shape[1] + 10, bos_id=tgt_tok.bos_id, eos_id=tgt_tok.eos_id, n_candidates=0,
+               precision=precision)  # fmt: skip
     if beam_size <= 1:
         result = greedy(model, src, **ids)
     else:
