@@ -221,9 +221,10 @@ def test_model_size_can_have_a_shallower_pre_ln_decoder() -> None:
 def test_toy_recipe_stops_at_exact_match_without_dropout_or_smoothing() -> None:
     spec = recipes.toy_spec("toy", seed=3)
     assert spec.train.stop_at_exact_match == 1.0 and spec.train.label_smoothing == 0.0 and spec.dropout == 0.0
+    assert spec.train.weight_average > 0  # scored and saved: the moving average of the weights
     assert spec.train.seed == 3 and spec.source == recipes.TaskSource("reverse", n_train=20_000, n_valid=200)
     config = spec.size.config(30, 30, spec.max_len, spec.dropout)
-    assert (config.n_encoder_layers, config.n_decoder_layers, config.norm_first) == (2, 1, True)
+    assert (config.n_encoder_layers, config.n_decoder_layers, config.norm_first) == (1, 1, True)
     assert jobs.check_spec(spec, LIMITS, recipes.TaskSource("reverse").vocab_size) < 200_000
 
 
