@@ -642,7 +642,7 @@ def route_cookie(url: str) -> str:
 @contextmanager
 def hosted_servers(work: Path, train_steps: int, processes: int) -> Iterator[tuple[str, list[int]]]:
     """(url, app pids): one hosted app process, or several behind deploy/'s nginx (sticky by cookie)."""
-    from deploy.launch import NGINX, start_app, start_nginx, stop_process
+    from deploy.launch import NGINX, start_app, start_nginx, stop_process, wait_healthy
 
     ports = [free_port() for _ in range(processes)]
     procs: list[subprocess.Popen] = []
@@ -659,12 +659,7 @@ def hosted_servers(work: Path, train_steps: int, processes: int) -> Iterator[tup
             start_nginx(ports, f"127.0.0.1:{listen}", work / "nginx", shutil.which("nginx") or NGINX)
         )
         url = f"http://127.0.0.1:{listen}"
-        for _ in range(100):  # nginx is up once it answers
-            try:
-                route_cookie(url)
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_healthy(url)
         yield url, [p.pid for p in apps]
     finally:
         for proc in reversed(procs):

@@ -79,6 +79,15 @@ def healthy(url: str) -> bool:
         return False
 
 
+def wait_healthy(url: str, tries: int = 100, every_s: float = 0.1) -> bool:
+    """Poll `url`'s health check until it answers (nginx in front of running apps); False if it never did."""
+    for _ in range(tries):
+        if healthy(url):
+            return True
+        time.sleep(every_s)
+    return False
+
+
 def start_app(
     port: int, env: dict[str, str], log: Path, command: list[str] | None = None
 ) -> subprocess.Popen:

@@ -23,6 +23,7 @@ from deploy.launch import (
     start_nginx,
     stop_process,
     streamlit_args,
+    wait_healthy,
 )
 
 UPSTREAM = "X-Visformer-Upstream"
@@ -82,12 +83,7 @@ def proxy(tmp_path_factory):
         listen = free_port()
         procs.append(start_nginx(ports, f"127.0.0.1:{listen}", work / "nginx", binary))
         url = f"http://127.0.0.1:{listen}"
-        for _ in range(100):  # nginx is up once it answers
-            try:
-                visit(url)
-                break
-            except OSError:
-                asyncio.run(asyncio.sleep(0.1))
+        wait_healthy(url)
         yield url, [f"127.0.0.1:{p}" for p in ports], work
     finally:
         for proc in reversed(procs):

@@ -221,7 +221,7 @@ def precision_context(model: Transformer, precision: str = "auto") -> torch.auto
     the time of fp32 (bench/RESULTS.md, Generation vs Hugging Face Marian). Log-probabilities stay fp32.
     """
     device = next(model.parameters()).device
-    transformer = getattr(model.config, "architecture", "transformer") == "transformer"
+    transformer = model.config.architecture == "transformer"
     dtype = autocast_dtype(precision, device, model.config.d_model) if transformer else None
     return torch.autocast(device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None)
 
@@ -239,33 +239,21 @@ def _generate(
     precision: str = "auto",
 ) -> list[Output]:
     """Token-by-token decoding with the cache; finished sentences leave the batch."""
-    with precision_context(model, precision):
-        return _generate_steps(model, src, choose, max_len, bos_id, eos_id, head_mask, n_candidates)
-
-
-def _generate_steps(
-    model: Transformer,
-    src: Tensor,
-    choose: Chooser,
-    max_len: int | None,
-    bos_id: int,
-    eos_id: int,
-    head_mask: HeadMask | None,
-    n_candidates: int,
-) -> list[Output]:
-    """_generate's loop (under its precision context)."""
     _check_src(model, src)
     pad_id = model.config.pad_id
     limits = _length_limits(src, pad_id, max_len, model.config.max_len)  # (B,)
     batch = src.shape[0]
-    encoded = model.encode(src, head_mask=head_mask)
+    in_precision = precision_context(model, precision)
+    with in_precision:
+        encoded = model.encode(src, head_mask=head_mask)
     cache = model.new_cache()
     rows = torch.arange(batch)  # original sentence of each active row
     tokens = torch.full((batch, 1), bos_id, dtype=torch.long, device=src.device)  # (A, 1)
     running = torch.zeros(batch, device=src.device)  # (A,) log P so far
     recs = [{name: [] for name in _STEP_FIELDS} for _ in range(batch)]
     for t in range(1, int(limits.max()) + 1):
-        logits = model.decode(tokens, encoded, cache=cache, head_mask=head_mask).logits[:, -1]  # (A, V)
+        with in_precision:
+            logits = model.decode(tokens, encoded, cache=cache, head_mask=head_mask).logits[:, -1]  # (A, V)
         logits = _forbid_specials(logits.float(), pad_id, bos_id)
         log_probs = torch.log_softmax(logits, dim=-1)  # (A, V)
         token, filtered = choose(logits, rows)  # (A,)
@@ -448,7 +436,8 @@ def beam_search(
     limits = _length_limits(src, pad_id, max_len, model.config.max_len).tolist()
     records = [_BeamRecord(limit) for limit in limits]
     expand = torch.arange(src.shape[0], device=device).repeat_interleave(k)  # (B*K,) sentence of each row
-    with precision_context(model, precision):
+    in_precision = precision_context(model, precision)
+    with in_precision:
         encoded = model.encode(src, head_mask=head_mask)
     encoded = Encoded(encoded.memory[expand], encoded.src_mask[expand], [])
     cache = model.new_cache()
@@ -458,7 +447,7 @@ def beam_search(
     seqs = torch.empty(len(active), k, 0, dtype=torch.long, device=device)  # (A, K, t)
     tokens = torch.full((len(active) * k, 1), bos_id, dtype=torch.long, device=device)
     for t in range(1, max(limits) + 1):
-        with precision_context(model, precision):
+        with in_precision:
             logits = model.decode(tokens, encoded, cache=cache, head_mask=head_mask).logits[:, -1]  # (A*K, V)
         log_probs = torch.log_softmax(_forbid_specials(logits.float(), pad_id, bos_id), dim=-1)
         vocab = log_probs.shape[-1]
