@@ -152,3 +152,20 @@ def test_cli_resume_of_another_kind_of_run_is_a_clear_error(tmp_path: Path, caps
     )
     assert code == 2
     assert "no checkpoint folder" in capsys.readouterr().err
+
+
+def test_cli_resume_can_fine_tune_with_more_dropout_and_another_lr(tmp_path: Path, capsys) -> None:
+    common = ["--task", "reverse", "--n-train", "200", "--n-valid", "20", "--eval-every", "10", *TINY]
+    first = tmp_path / "first"
+    assert main(["train", "--out", str(first), "--steps", "10", *common]) == 0
+    before = load_checkpoint(first)
+    assert before.model_config.dropout != 0.3
+    same = tmp_path / "same"  # no further steps: the weights must come through the rebuild unchanged
+    args = ["train", "--out", str(same), "--steps", "10", "--resume", str(first), "--dropout", "0.3"]
+    assert main([*args, "--lr-factor", "0.2", *common]) == 0
+    after = load_checkpoint(same)
+    assert after.model_config.dropout == 0.3
+    assert after.train_config.lr_factor == 0.2
+    for name, tensor in before.model.state_dict().items():
+        assert torch.equal(after.model.state_dict()[name], tensor), name
+    assert all(m.p == 0.3 for m in after.model.modules() if isinstance(m, torch.nn.Dropout))

@@ -89,7 +89,12 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--encoder-layers", type=int, default=None)
     p.add_argument("--decoder-layers", type=int, default=None)
     p.add_argument("--d-ff", type=int, default=None)
-    p.add_argument("--dropout", type=float, default=None)
+    p.add_argument(
+        "--dropout",
+        type=float,
+        default=None,
+        help="also with --resume: fine-tune with more (or less) dropout",
+    )
     p.add_argument("--max-len", type=int, default=None, help="longest sequence in tokens")
     p.add_argument(
         "--norm-first", action=argparse.BooleanOptionalAction, default=None,
@@ -344,7 +349,19 @@ RESUME_OVERRIDES = {  # train arguments that may change when a run is resumed ->
     "log_every": "log_every",
     "max_tokens": "max_tokens",
     "precision": "precision",
+    "lr_factor": "lr_factor",
 }
+
+
+def _with_dropout(model: torch.nn.Module, dropout: float | None) -> torch.nn.Module:
+    """The same weights in a model whose dropout is `dropout` (None: unchanged)."""
+    from dataclasses import replace
+
+    if dropout is None or dropout == model.config.dropout:
+        return model
+    rebuilt = build_model(replace(model.config, dropout=dropout))
+    rebuilt.load_state_dict(model.state_dict())
+    return rebuilt
 
 
 def _resumed_trainer(args: argparse.Namespace) -> tuple[Trainer, list]:
@@ -366,7 +383,7 @@ def _resumed_trainer(args: argparse.Namespace) -> tuple[Trainer, list]:
         field: getattr(args, arg) for arg, field in RESUME_OVERRIDES.items() if getattr(args, arg) is not None
     }
     config = replace(ckpt.train_config, device=args.device, **overrides)
-    model = ckpt.model.train()
+    model = _with_dropout(ckpt.model, args.dropout).train()
     trainer = Trainer(model, train, valid, ckpt.src_tokenizer, ckpt.tgt_tokenizer, config, task=ckpt.task)
     optimizer = load_optimizer_state(args.resume)
     try:
