@@ -105,6 +105,21 @@ def test_average_is_the_mean_of_the_weights(tmp_path: Path) -> None:
     )
 
 
+def test_average_accepts_a_fine_tune_with_other_dropout_and_keeps_the_last_ones(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    a = make_trainer("reverse", steps=3)
+    run_all(a)
+    save_trainer(tmp_path / "a", a)
+    more = Transformer(replace(a.model.config, dropout=0.3))  # same shapes, other dropout
+    save_checkpoint(tmp_path / "b", more, a.src_tok, a.tgt_tok, task="reverse")
+    average_checkpoints([tmp_path / "a", tmp_path / "b"], tmp_path / "avg", half=False)
+    avg = load_checkpoint(tmp_path / "avg")
+    assert avg.model_config.dropout == 0.3
+    expected = (a.model.state_dict()["generator.weight"] + more.state_dict()["generator.weight"]) / 2
+    assert torch.allclose(avg.model.state_dict()["generator.weight"], expected, atol=1e-6)
+
+
 def test_average_refuses_different_models(tmp_path: Path) -> None:
     trainer = make_trainer("reverse")
     save_trainer(tmp_path / "a", trainer)

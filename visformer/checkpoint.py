@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -456,14 +456,15 @@ def average_checkpoints(
 ) -> Path:
     """Average the weights of checkpoints of one model (the paper averages its last 5 checkpoints).
 
-    Tokenizers, metrics and snapshots come from the last checkpoint; all must share one config.
+    Tokenizers, metrics and snapshots come from the last checkpoint; all must share one config, except
+    dropout (a fine-tuning run with more dropout has the same weights' shapes; the last one's is kept).
     """
     if not paths:
         raise CheckpointError("no checkpoints to average")
     ckpts = [load_checkpoint(p) for p in paths]
     last = ckpts[-1]
     for ckpt in ckpts[:-1]:
-        if ckpt.model_config != last.model_config:
+        if replace(ckpt.model_config, dropout=last.model_config.dropout) != last.model_config:
             raise CheckpointError(f"{ckpt.name} and {last.name} have different model configs")
         if ckpt.task != last.task:
             raise CheckpointError(f"{ckpt.name} and {last.name} were trained on different tasks")
