@@ -144,6 +144,24 @@ def test_mismatched_shapes(ck: Path) -> None:
         load_checkpoint(ck)
 
 
+@pytest.mark.parametrize("order", [sorted, lambda names: sorted(names, reverse=True)])
+def test_mismatched_shapes_names_the_models_first_tensor_whatever_the_file_order(
+    ck: Path, order: Callable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from visformer import checkpoint
+
+    read = checkpoint.load_safetensors_bytes
+
+    def reordered(data: bytes) -> dict:
+        tensors = read(data)
+        return {name: tensors[name] for name in order(tensors)}
+
+    monkeypatch.setattr(checkpoint, "load_safetensors_bytes", reordered)
+    _edit_config(ck, lambda c: c["model"].update(d_model=32, d_ff=64))
+    with pytest.raises(CheckpointError, match=r"src_embed\.token\.weight has shape \(12, 16\)"):
+        load_checkpoint(ck)
+
+
 def test_mismatched_vocabulary(ck: Path) -> None:
     _edit_config(ck, lambda c: c["model"].update(src_vocab_size=99, tgt_vocab_size=99))
     with pytest.raises(CheckpointError, match="vocabularies"):

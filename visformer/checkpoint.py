@@ -356,6 +356,7 @@ def _load_weights(folder: Path, model: Transformer) -> None:
         raise CheckpointError(
             "error.ckpt_unexpected_tensors", folder=folder.name, names=", ".join(unknown[:5])
         )
+    tensors = {k: tensors[k] for k in state if k in tensors}  # model order: the same first error
     for name, tensor in tensors.items():
         if tuple(tensor.shape) != tuple(state[name].shape):
             raise CheckpointError(
