@@ -22,8 +22,7 @@ from .checkpoint import (
     save_trainer,
 )
 from .config import PRECISIONS, ModelConfig, TrainConfig
-from .evaluation import corpus_scores, translate_batch
-from .model import Transformer
+from .evaluation import corpus_scores, translate_all, translate_batch
 from .models import SEQ2SEQ_ARCHITECTURES, build_model
 from .models.length_buckets import bleu_by_source_length
 from .records import EvalMetrics, StepMetrics
@@ -198,42 +197,6 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", required=True, help="folder for train/valid/test files and manifest.json")
     r.add_argument("--seed", type=int, default=0)
     return parser
-
-
-# ---------------------------------------------------------------------------------------------
-# Translation in batches (greedy or beam, from visformer.decoding)
-# ---------------------------------------------------------------------------------------------
-
-
-def translate_all(
-    model: Transformer,
-    src_tok: Any,
-    tgt_tok: Any,
-    texts: Sequence[str],
-    beam_size: int = 1,
-    batch_size: int = 32,
-    progress: bool = True,
-    precision: str = "auto",
-) -> list[str]:
-    """Translate many texts in length-sorted batches, with a progress bar."""
-    from tqdm import tqdm
-
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-    out: list[str] = [""] * len(texts)
-    with (
-        torch.no_grad(),
-        tqdm(total=len(texts), desc="translating", unit="sent", disable=not progress) as bar,
-    ):
-        for start in range(0, len(order), batch_size):
-            idx = order[start : start + batch_size]
-            for i, hyp in zip(
-                idx,
-                translate_batch(model, src_tok, tgt_tok, [texts[i] for i in idx], beam_size, precision),
-                strict=True,
-            ):
-                out[i] = hyp
-            bar.update(len(idx))
-    return out
 
 
 # ---------------------------------------------------------------------------------------------

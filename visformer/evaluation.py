@@ -61,6 +61,37 @@ def translate_batch(
     return [tgt_tok.decode(o.tokens) for o in result.outputs]
 
 
+def translate_all(
+    model: Transformer,
+    src_tok: Any,
+    tgt_tok: Any,
+    texts: Sequence[str],
+    beam_size: int = 1,
+    batch_size: int = 32,
+    progress: bool = True,
+    precision: str = "auto",
+) -> list[str]:
+    """Translate many texts in length-sorted batches, with a progress bar."""
+    from tqdm import tqdm
+
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    out: list[str] = [""] * len(texts)
+    with (
+        torch.no_grad(),
+        tqdm(total=len(texts), desc="translating", unit="sent", disable=not progress) as bar,
+    ):
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size]
+            for i, hyp in zip(
+                idx,
+                translate_batch(model, src_tok, tgt_tok, [texts[i] for i in idx], beam_size, precision),
+                strict=True,
+            ):
+                out[i] = hyp
+            bar.update(len(idx))
+    return out
+
+
 def _device(model: nn.Module) -> torch.device:
     """The device the model's weights are on."""
     return next(model.parameters()).device
