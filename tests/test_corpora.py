@@ -97,3 +97,142 @@ def test_shipped_mixes_hold_out_clean_test_sets(mix: str, tmp_path: Path) -> Non
 def test_prepare_refuses_an_unknown_mix(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown mix"):
         prepare("xx-yy", tmp_path, tmp_path / "out")
+
+
+# ---------------------------------------------------------------------------------------------
+# The ko-en-bt mix: the project's own sentences, tagged back-translation, sources as students type them
+# ---------------------------------------------------------------------------------------------
+
+
+class _FakeTranslator:
+    """Stands in for an en→ko checkpoint: translate_all is patched, so only its name is read."""
+
+    name = "fake-en-ko"
+    model = src_tokenizer = tgt_tokenizer = None
+
+
+def _fake_translate_all(model, src_tok, tgt_tok, texts, **kwargs) -> list[str]:
+    calls.append(list(texts))
+    return [f"역 {t}" for t in texts]
+
+
+calls: list[list[str]] = []
+
+
+@pytest.fixture
+def fake_back_translation(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """Back-translation without a model: each text becomes "역 " + text; returns the batches asked for."""
+    import visformer.evaluation
+
+    calls.clear()
+    monkeypatch.setattr(visformer.evaluation, "translate_all", _fake_translate_all)
+    return calls
+
+
+def _tiny_mix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """A generated data folder + own corpus and a mix over them registered as "tiny-bt"."""
+    from visformer import corpora
+
+    data, own = tmp_path / "data", tmp_path / "corpora"
+    (data / "c").mkdir(parents=True)
+    (own / "mine").mkdir(parents=True)
+    n = 80
+    (data / "c/x.ko").write_text("".join(f"문장 {i} 입니다.\n" for i in range(n)), encoding="utf-8")
+    (data / "c/x.en").write_text("".join(f"Sentence {i}.\n" for i in range(n)), encoding="utf-8")
+    # monolingual English: some lines are held-out references (valid/test/own test) and must not be used
+    mono = [f"Other {i}." for i in range(30)] + [f"Sentence {i}." for i in range(n)] + ["Mine test 0."]
+    (data / "mono.en").write_text("\n".join(mono) + "\n", encoding="utf-8")
+    for split, k in (("train", 6), ("test", 2)):
+        (own / "mine" / f"{split}.ko").write_text(
+            "".join(f"내 {split} {i}\n" for i in range(k)), encoding="utf-8"
+        )
+        (own / "mine" / f"{split}.en").write_text(
+            "".join(f"Mine {split} {i}.\n" for i in range(k)), encoding="utf-8"
+        )
+    mix = corpora.Mix(
+        name="tiny-bt", src_lang="ko", tgt_lang="en",
+        sources=(corpora.Source("c", "c/x.ko", "c/x.en", "test", repeat=2),),
+        test_from="c", n_test=5, n_valid=5,
+        own=(corpora.OwnCorpus("mine", "mine", "MIT", repeat=3),),
+        back_translation=corpora.BackTranslation("mono", ("mono.en",), "test", tag="<bt>"),
+        typing=corpora.Typing(drop_final=0.5, drop_space=0.5),
+        real_repeat=2,
+    )  # fmt: skip
+    monkeypatch.setitem(corpora.MIXES, "tiny-bt", mix)
+    return data, own
+
+
+def test_back_translation_mix_keeps_held_out_sentences_out_of_training(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_back_translation: list
+) -> None:
+    data, own = _tiny_mix(tmp_path, monkeypatch)
+    out = tmp_path / "out"
+    manifest = prepare("tiny-bt", data, out, back_translator=_FakeTranslator(), corpora=own, progress=False)
+    train = [Pair(a, b) for a, b in zip(_read(out / "train.ko"), _read(out / "train.en"), strict=True)]
+    held = [Pair(a, b) for split in ("valid", "test")
+            for a, b in zip(_read(out / f"{split}.ko"), _read(out / f"{split}.en"), strict=True)]  # fmt: skip
+    own_test = [Pair(f"내 test {i}", f"Mine test {i}.") for i in range(2)]
+    assert len(held) == 10
+    _assert_disjoint(train, held + own_test)  # no held-out source or target, real or synthetic
+    synthetic = [p for p in train if p.src.startswith("<bt> ")]
+    assert {p.tgt for p in synthetic} == {f"Other {i}." for i in range(30)} | {
+        p.tgt for p in train if p.tgt.startswith("Sentence")
+    }
+    assert all(p.src == f"<bt> 역 {p.tgt}" for p in synthetic)
+    assert sum(p.tgt.startswith("Mine train") for p in train) == 6 * 3 * 2  # own corpus repeated 3 × 2
+    assert manifest["back_translation"]["pairs"] == len(synthetic)
+    assert [e["name"] for e in manifest["evals"]] == ["mine"]
+
+
+def test_back_translation_mix_asks_for_a_back_translator(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data, own = _tiny_mix(tmp_path, monkeypatch)
+    with pytest.raises(ValueError, match="back-translator"):
+        prepare("tiny-bt", data, tmp_path / "out", corpora=own)
+
+
+def test_back_translation_continues_where_a_killed_run_stopped(
+    tmp_path: Path, fake_back_translation: list
+) -> None:
+    from visformer.corpora import back_translate
+
+    texts = [f"Text {i}." for i in range(7)]
+    first = back_translate(texts[:5], _FakeTranslator(), tmp_path, "ko", "en", chunk=2, progress=False)
+    assert len(first) == 5
+    fake_back_translation.clear()
+    pairs = back_translate(texts, _FakeTranslator(), tmp_path, "ko", "en", chunk=2, progress=False)
+    assert fake_back_translation == [["Text 5.", "Text 6."]]  # only what was missing
+    assert pairs == [Pair(f"역 {t}", t) for t in texts]
+    fake_back_translation.clear()
+    back_translate(["Another."], _FakeTranslator(), tmp_path, "ko", "en", progress=False)
+    assert fake_back_translation == [["Another."]]  # other input: starts again, never mixes the two
+
+
+def test_typing_augmentation_drops_final_punctuation_and_spaces_of_a_share_only() -> None:
+    from visformer.data import augment_typing
+
+    pairs = [Pair(f"저는 학생 {i} 입니다.", f"I am student {i}.") for i in range(400)]
+    typed = augment_typing(pairs, drop_final=0.3, drop_space=0.1, seed=0)
+    assert [p.tgt for p in typed] == [p.tgt for p in pairs]  # targets never change
+    no_period = sum(not p.src.endswith(".") for p in typed)
+    joined = sum(p.src.rstrip(".").count(" ") < 3 for p in typed)
+    assert 0.2 < no_period / 400 < 0.4 and 0.05 < joined / 400 < 0.15
+    assert typed == augment_typing(pairs, drop_final=0.3, drop_space=0.1, seed=0)  # reproducible
+    assert typed != augment_typing(pairs, drop_final=0.3, drop_space=0.1, seed=1)
+    assert augment_typing([Pair("?", "x")], drop_final=1.0)[0].src == "?"  # never empties a sentence
+
+
+def test_shipped_ko_en_bt_mix_holds_out_its_own_test_set(tmp_path: Path, fake_back_translation: list) -> None:
+    m = MIXES["ko-en-bt"]
+    if not all((SHARED_DATA / s.src).is_file() for s in m.sources):
+        pytest.skip("../shared/data is not here")
+    manifest = prepare("ko-en-bt", SHARED_DATA, tmp_path, back_translator=_FakeTranslator(), progress=False)
+    train_src, train_tgt = set(_read(tmp_path / "train.ko")), set(_read(tmp_path / "train.en"))
+    from visformer.corpora import REPO_CORPORA
+
+    own = REPO_CORPORA / "students-ko-en"
+    assert not set(_read(own / "test.ko")) & train_src and not set(_read(own / "test.en")) & train_tgt
+    for split in ("valid", "test"):
+        assert not set(_read(tmp_path / f"{split}.en")) & train_tgt
+    assert manifest["back_translation"]["pairs"] > 100_000

@@ -192,10 +192,22 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--out", required=True, help="checkpoint folder to write")
     a.add_argument("--float32", action="store_true", help="store float32 weights (default float16)")
     r = sub.add_parser("prepare", help="write a shipped model's corpus mix with clean held-out splits")
-    r.add_argument("--mix", required=True, help="en-de or ko-en")
+    r.add_argument(
+        "--mix",
+        required=True,
+        help="en-de, ko-en or ko-en-bt (ko-en + the project's own sentences + back-translation)",
+    )
     r.add_argument("--data", required=True, help="folder holding the corpora (e.g. ../shared/data)")
     r.add_argument("--out", required=True, help="folder for train/valid/test files and manifest.json")
     r.add_argument("--seed", type=int, default=0)
+    r.add_argument(
+        "--back-translator", metavar="DIR",
+        help="mixes with back-translation: a checkpoint translating target into source (e.g. en→ko); "
+        "its outputs are kept in OUT/bt.* and a second run continues where the first stopped",
+    )  # fmt: skip
+    r.add_argument("--batch-size", type=int, default=256, help="sentences per back-translation batch")
+    r.add_argument("--threads", type=_threads, default=None, metavar="N|auto", help=THREADS_HELP)
+    r.add_argument("--no-progress", action="store_true")
     return parser
 
 
@@ -596,10 +608,13 @@ def cmd_average(args: argparse.Namespace) -> int:
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
-    """`prepare`: build a corpus mix's split files."""
+    """`prepare`: build a corpus mix's split files (back-translating with --back-translator where it asks)."""
     from .corpora import prepare
 
-    manifest = prepare(args.mix, args.data, args.out, seed=args.seed)
+    translator = load_checkpoint(args.back_translator) if args.back_translator else None
+    with torch_threads(inference_threads(args)):
+        manifest = prepare(args.mix, args.data, args.out, seed=args.seed, back_translator=translator,
+                           batch_size=args.batch_size, progress=not args.no_progress)  # fmt: skip
     print(f"wrote {args.out}: {manifest['pairs']}")
     return 0
 

@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from .data import Pair, drop_overlapping, read_parallel, split_disjoint
+from .data import Pair, augment_typing, drop_overlapping, read_parallel, split_disjoint, word_count
+
+REPO_CORPORA = (
+    Path(__file__).resolve().parents[1] / "corpora"
+)  # the project's own corpora (corpora/*/README.md)
 
 
 @dataclass(frozen=True)
@@ -29,6 +34,39 @@ class Source:
 
 
 @dataclass(frozen=True)
+class OwnCorpus:
+    """A corpus of the project's own (`corpora/NAME/{train,test}.LANG`): train is upsampled, test held out."""
+
+    name: str
+    folder: str  # relative to the project's corpora folder
+    license: str
+    repeat: int = 1
+
+
+@dataclass(frozen=True)
+class BackTranslation:
+    """Target-language sentences given synthetic sources by a reverse model (Sennrich et al. 2016).
+
+    Each synthetic source starts with `tag`, so the model can tell made-up input from real input (tagged
+    back-translation, Caswell et al. 2019); students never type the tag, so it translates real input as real.
+    """
+
+    name: str
+    files: tuple[str, ...]  # target-language text files in the data folder (one sentence a line)
+    license: str
+    tag: str = "<bt>"
+    max_words: int = 30
+
+
+@dataclass(frozen=True)
+class Typing:
+    """Training sources as students type them: a share without final punctuation, a share with a space fewer."""
+
+    drop_final: float = 0.3
+    drop_space: float = 0.1
+
+
+@dataclass(frozen=True)
 class Mix:
     """A named training mix: its corpora, which one supplies the test split, and extra eval sets."""
 
@@ -41,6 +79,12 @@ class Mix:
     n_valid: int
     exclude: tuple[tuple[str, str], ...] = ()  # eval sets whose sentences must not be trained on
     evals: tuple[tuple[str, str, str], ...] = ()  # (name, src file, tgt file) scored besides the test split
+    own: tuple[
+        OwnCorpus, ...
+    ] = ()  # the project's own corpora: their test sets are scored and never trained on
+    back_translation: BackTranslation | None = None  # needs a reverse model: prepare(back_translator=...)
+    typing: Typing | None = None  # augment the real training sources (not the synthetic ones)
+    real_repeat: int = 1  # every real training pair (after each source's own repeat) this many times
 
 
 MIXES: dict[str, Mix] = {
@@ -98,6 +142,28 @@ MIXES: dict[str, Mix] = {
         ),
     ),
 }
+MIXES["ko-en-bt"] = Mix(
+    name="ko-en-bt",
+    src_lang="ko",
+    tgt_lang="en",
+    sources=tuple(
+        Source(s.name, s.src, s.tgt, s.license, repeat=3 if s.name == "kss-ko-en" else 1, groups=s.groups)
+        for s in MIXES["ko-en"].sources
+    ),
+    test_from="kss-ko-en",
+    n_test=1000,
+    n_valid=600,
+    exclude=MIXES["ko-en"].exclude,
+    evals=MIXES["ko-en"].evals,
+    own=(OwnCorpus("students-ko-en", "students-ko-en", "MIT (the project's own)", repeat=20),),
+    back_translation=BackTranslation(
+        "tatoeba-eng-bt",
+        ("tatoeba-deu-eng/tatoeba-deu-eng.en", "tatoeba-fra-eng/fra-eng.en"),
+        "CC BY 2.0 FR (English side); synthetic Korean by the back-translator",
+    ),
+    typing=Typing(),
+    real_repeat=2,
+)
 
 
 def _groups(data: Path, source: Source, n: int) -> list[str | None]:
@@ -127,11 +193,81 @@ def _write(out: Path, split: str, mix: Mix, pairs: list[Pair]) -> None:
         (out / f"{split}.{lang}").write_text(text, encoding="utf-8")
 
 
-def prepare(mix_name: str, data: str | Path, out: str | Path, seed: int = 0) -> dict:
-    """Build the mix's train/valid/test files in `out` and return (and write) its manifest."""
+def _own_pairs(corpora: Path, own: OwnCorpus, mix: Mix, split: str) -> list[Pair]:
+    """One split of a project corpus (corpora/FOLDER/SPLIT.LANG)."""
+    folder = corpora / own.folder
+    return read_parallel(folder / f"{split}.{mix.src_lang}", folder / f"{split}.{mix.tgt_lang}")
+
+
+def back_translation_inputs(data: Path, bt: BackTranslation, held_out: Sequence[str]) -> list[str]:
+    """Distinct target-language sentences to back-translate: no held-out reference, none too long, seeded order."""
+    held = set(held_out)
+    lines: set[str] = set()
+    for name in bt.files:
+        text = (data / name).read_text(encoding="utf-8")
+        lines.update(line.strip() for line in text.split("\n"))
+    keep = [t for t in lines if t and t not in held and word_count(t) <= bt.max_words]
+    return sorted(keep, key=lambda t: hashlib.sha256(t.encode()).digest())
+
+
+def back_translate(
+    texts: Sequence[str],
+    translator: Any,
+    out: Path,
+    src_lang: str,
+    tgt_lang: str,
+    batch_size: int = 256,
+    chunk: int = 4096,
+    progress: bool = True,
+) -> list[Pair]:
+    """Synthetic (source, text) pairs; resumes from out/bt.{src,tgt} written chunk by chunk (a killed run continues)."""
+    from .evaluation import translate_all
+
+    src_file, tgt_file = out / f"bt.{src_lang}", out / f"bt.{tgt_lang}"
+    done_tgt = tgt_file.read_text(encoding="utf-8").split("\n")[:-1] if tgt_file.is_file() else []
+    done_src = src_file.read_text(encoding="utf-8").split("\n")[:-1] if src_file.is_file() else []
+    if done_tgt != list(texts[: len(done_tgt)]) or len(done_src) != len(done_tgt):
+        done_src, done_tgt = [], []  # another input or a torn write: start again
+        src_file.write_text("", encoding="utf-8")
+        tgt_file.write_text("", encoding="utf-8")
+    model = translator.model  # loaded checkpoints are in eval mode
+    for start in range(len(done_tgt), len(texts), chunk):
+        part = list(texts[start : start + chunk])
+        hyps = translate_all(model, translator.src_tokenizer, translator.tgt_tokenizer, part,
+                             batch_size=batch_size, progress=progress)  # fmt: skip
+        hyps = [h.replace("\n", " ").strip() for h in hyps]
+        with src_file.open("a", encoding="utf-8") as f:
+            f.write("".join(h + "\n" for h in hyps))
+        with tgt_file.open("a", encoding="utf-8") as f:
+            f.write("".join(t + "\n" for t in part))
+        done_src += hyps
+        done_tgt += part
+    return [Pair(a, b) for a, b in zip(done_src, done_tgt, strict=True)]
+
+
+def prepare(
+    mix_name: str,
+    data: str | Path,
+    out: str | Path,
+    seed: int = 0,
+    back_translator: Any = None,
+    corpora: str | Path = REPO_CORPORA,
+    batch_size: int = 256,
+    progress: bool = True,
+) -> dict:
+    """Build the mix's train/valid/test files in `out` and return (and write) its manifest.
+
+    `back_translator` (a loaded checkpoint translating the mix's target language into its source language)
+    is needed by mixes with back-translation; its outputs are kept in out/bt.* and reused by a later call.
+    """
     if mix_name not in MIXES:
         raise ValueError(f"unknown mix {mix_name!r}; choose one of {', '.join(MIXES)}")
-    mix, data, out = MIXES[mix_name], Path(data), Path(out)
+    mix, data, out, corpora = MIXES[mix_name], Path(data), Path(out), Path(corpora)
+    if mix.back_translation is not None and back_translator is None:
+        raise ValueError(
+            f"the mix {mix.name} back-translates {mix.tgt_lang} text: give a {mix.tgt_lang}→{mix.src_lang} "
+            "checkpoint as back_translator (prepare --back-translator DIR)"
+        )
     pairs: list[Pair] = []
     origin: list[str] = []
     groups: list[str | None] = []
@@ -142,15 +278,38 @@ def prepare(mix_name: str, data: str | Path, out: str | Path, seed: int = 0) -> 
         pairs += [raw[i] for i in keep]
         groups += [source_groups[i] for i in keep]
         origin += [source.name] * len(keep)
+    own_test = {o.name: _own_pairs(corpora, o, mix, "test") for o in mix.own}
+    eval_pairs = {n: read_parallel(data / a, data / b) for n, a, b in mix.evals}
     excluded = [p for a, b in mix.exclude for p in read_parallel(data / a, data / b)]
+    excluded += [p for test_pairs in own_test.values() for p in test_pairs]
     allowed: Callable[[int], bool] = lambda i: origin[i] == mix.test_from  # noqa: E731
     train, valid, test = split_disjoint(pairs, mix.n_valid, mix.n_test, seed, groups, allowed)
     train_set = set(map(id, train))
     by_source = {s.name: [p for p, o in zip(pairs, origin, strict=True) if o == s.name and id(p) in train_set]
                  for s in mix.sources}  # fmt: skip
-    repeated = [p for s in mix.sources for _ in range(s.repeat) for p in by_source[s.name]]
-    train = drop_overlapping(repeated, excluded)
+    by_source |= {o.name: _own_pairs(corpora, o, mix, "train") for o in mix.own}
+    repeats = {s.name: s.repeat for s in mix.sources} | {o.name: o.repeat for o in mix.own}
+    copies = [
+        (name, k) for name in by_source for k in range(repeats[name] * mix.real_repeat)
+    ]  # each copy of a source may be typed differently
+    real: list[Pair] = []
+    for name, k in copies:
+        chunk = by_source[name]
+        if mix.typing is not None and k > 0:  # the first copy stays as written
+            chunk = augment_typing(chunk, mix.typing.drop_final, mix.typing.drop_space, seed=seed * 1000 + k)
+        real += chunk
+    real = drop_overlapping(real, excluded + valid + test)
+    synthetic: list[Pair] = []
     out.mkdir(parents=True, exist_ok=True)
+    if mix.back_translation is not None:
+        bt = mix.back_translation
+        held = [p.tgt for p in excluded + valid + test] + [p.tgt for ps in eval_pairs.values() for p in ps]
+        texts = back_translation_inputs(data, bt, held)
+        made = back_translate(
+            texts, back_translator, out, mix.src_lang, mix.tgt_lang, batch_size, progress=progress
+        )
+        synthetic = [Pair(f"{bt.tag} {p.src}", p.tgt) for p in made if p.src]
+    train = real + synthetic
     for split, split_pairs in (("train", train), ("valid", valid), ("test", test)):
         _write(out, split, mix, split_pairs)
     manifest = {
@@ -162,14 +321,44 @@ def prepare(mix_name: str, data: str | Path, out: str | Path, seed: int = 0) -> 
             {
                 "name": s.name,
                 "license": s.license,
-                "repeat": s.repeat,
+                "repeat": s.repeat * mix.real_repeat,
                 "train_pairs": len(by_source[s.name]),
                 "sha256": {s.src: _sha256(data / s.src), s.tgt: _sha256(data / s.tgt)},
             }
             for s in mix.sources
+        ]
+        + [
+            {
+                "name": o.name,
+                "license": o.license,
+                "repeat": o.repeat * mix.real_repeat,
+                "train_pairs": len(by_source[o.name]),
+                "test_pairs": len(own_test[o.name]),
+                "folder": f"corpora/{o.folder}",
+            }
+            for o in mix.own
         ],
-        "evals": [{"name": n, "src": a, "tgt": b} for n, a, b in mix.evals],
+        "evals": [{"name": n, "src": a, "tgt": b} for n, a, b in mix.evals]
+        + [
+            {
+                "name": o.name,
+                "src": f"corpora/{o.folder}/test.{mix.src_lang}",
+                "tgt": f"corpora/{o.folder}/test.{mix.tgt_lang}",
+            }
+            for o in mix.own
+        ],  # fmt: skip
     }
+    if mix.typing is not None:
+        manifest["typing"] = {"drop_final": mix.typing.drop_final, "drop_space": mix.typing.drop_space}
+    if mix.back_translation is not None:
+        manifest["back_translation"] = {
+            "name": mix.back_translation.name,
+            "files": list(mix.back_translation.files),
+            "license": mix.back_translation.license,
+            "tag": mix.back_translation.tag,
+            "pairs": len(synthetic),
+            "back_translator": str(getattr(back_translator, "name", back_translator)),
+        }
     (out / "manifest.json").write_text(
         json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )

@@ -198,6 +198,42 @@ def drop_overlapping(pairs: Sequence[Pair], held_out: Iterable[Pair]) -> list[Pa
     return [p for p in pairs if p.src not in srcs and p.tgt not in tgts]
 
 
+FINAL_PUNCTUATION = ".?!。？！"
+
+
+def _share(seed: int, kind: str, text: str) -> float:
+    """A number in [0, 1) fixed by the seed, the kind of change and the text (reproducible choices)."""
+    digest = hashlib.sha256(f"{seed}\t{kind}\t{text}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def as_typed(text: str, drop_final: bool, join_at: float | None) -> str:
+    """The sentence as a student may type it: without its final punctuation, and/or one space fewer."""
+    if drop_final:
+        text = text.rstrip(FINAL_PUNCTUATION).rstrip() or text
+    spaces = [i for i, ch in enumerate(text) if ch == " "]
+    if join_at is not None and spaces:
+        i = spaces[min(int(join_at * len(spaces)), len(spaces) - 1)]
+        text = text[:i] + text[i + 1 :]
+    return text
+
+
+def augment_typing(
+    pairs: Sequence[Pair], drop_final: float = 0.3, drop_space: float = 0.1, seed: int = 0
+) -> list[Pair]:
+    """A share of sources as students type them: final punctuation dropped, two words run together."""
+    out = []
+    for p in pairs:
+        join = _share(seed, "join", p.src)
+        src = as_typed(
+            p.src,
+            drop_final=_share(seed, "final", p.src) < drop_final,
+            join_at=_share(seed, "where", p.src) if join < drop_space else None,
+        )
+        out.append(Pair(src, p.tgt))
+    return out
+
+
 def token_room(max_len: int) -> int:
     """Tokens of one sentence that a model of max_len positions reads: one position is kept for </s> (or <s>)."""
     return max_len - 1
