@@ -203,3 +203,25 @@ def test_evaluate_and_translate_run_on_the_free_cores_and_restore_the_threads(
         with pytest.raises(SystemExit):
             main(["translate", "--checkpoint", str(reverse_ckpt), "a", "--threads", bad])
         assert "expected a positive number or 'auto'" in capsys.readouterr().err
+
+
+def test_evaluate_typed_scores_sources_as_students_type_them(
+    reverse_ckpt: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    from visformer import cli
+
+    seen: list[list[str]] = []
+    real = cli.translate_all
+    monkeypatch.setattr(
+        cli,
+        "translate_all",
+        lambda m, s, t, texts, *a, **k: seen.append(list(texts)) or real(m, s, t, texts, *a, **k),
+    )
+    (tmp_path / "src.txt").write_text("a b c.\nd e f?\n")
+    (tmp_path / "ref.txt").write_text("c b a\nf e d\n")
+    args = ["evaluate", "--checkpoint", str(reverse_ckpt), "--src", str(tmp_path / "src.txt"),
+            "--ref", str(tmp_path / "ref.txt"), "--json", "--no-progress", "--typed"]  # fmt: skip
+    assert main(args) == 0
+    typed = json.loads(capsys.readouterr().out.strip().split("\n")[-1])["typed"]
+    assert set(typed) == {"no final punctuation", "one space fewer"}
+    assert seen == [["a b c.", "d e f?"], ["a b c", "d e f"], ["a bc.", "d ef?"]]

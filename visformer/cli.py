@@ -185,12 +185,23 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also BLEU per source length in words (<=8, 9-11, 12-14, 15-17, >17)",
     )
+    e.add_argument(
+        "--typed", action="store_true",
+        help="also score the sources as students type them: without final punctuation; with one space fewer",
+    )  # fmt: skip
     e.add_argument("--no-progress", action="store_true")
     _inference_options(e)
     a = sub.add_parser("average", help="average the weights of checkpoints of one run (as the paper does)")
     a.add_argument("checkpoints", nargs="+", help="checkpoint folders, oldest first")
     a.add_argument("--out", required=True, help="checkpoint folder to write")
     a.add_argument("--float32", action="store_true", help="store float32 weights (default float16)")
+    m = sub.add_parser(
+        "import-marian", help="convert an OPUS-MT (Marian) model into a visformer checkpoint folder",
+        description="SOURCE: a folder written by transformers' save_pretrained, or a Hub model id such as "
+        "Helsinki-NLP/opus-mt-ko-en (downloaded with huggingface_hub: pip install transformers sentencepiece)",
+    )  # fmt: skip
+    m.add_argument("source", help="a save_pretrained folder or a Hugging Face model id")
+    m.add_argument("--out", required=True, help="checkpoint folder to write (e.g. checkpoints/opus-mt-ko-en)")
     r = sub.add_parser("prepare", help="write a shipped model's corpus mix with clean held-out splits")
     r.add_argument(
         "--mix",
@@ -594,9 +605,29 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         result["by_length"] = [
             {"words": b.label, "n": b.n, "bleu": round(b.bleu, 2), "chrf": round(b.chrf, 2)} for b in buckets
         ]
+    if args.typed:
+        result["typed"] = _typed_scores(ckpt, src, ref, args)
     if args.json:
         print(json.dumps(result))
     return 0
+
+
+def _typed_scores(ckpt: Any, src: list[str], ref: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    """BLEU/chrF with every source as a student may type it: no final punctuation; one space fewer."""
+    from .data import as_typed
+
+    scores = {}
+    for name, typed in (
+        ("no final punctuation", [as_typed(s, drop_final=True, join_at=None) for s in src]),
+        ("one space fewer", [as_typed(s, drop_final=False, join_at=0.5) for s in src]),
+    ):
+        with torch_threads(inference_threads(args)):
+            hyps = translate_all(ckpt.model, ckpt.src_tokenizer, ckpt.tgt_tokenizer, typed, args.beam_size,
+                                 args.batch_size, progress=False, precision=args.precision)  # fmt: skip
+        bleu, chrf = corpus_scores(hyps, ref)
+        print(f"  sources with {name}: BLEU {bleu:.2f}  chrF {chrf:.2f}")
+        scores[name] = {"bleu": round(bleu, 2), "chrf": round(chrf, 2)}
+    return scores
 
 
 def cmd_average(args: argparse.Namespace) -> int:
@@ -619,7 +650,19 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import_marian(args: argparse.Namespace) -> int:
+    """`import-marian`: an OPUS-MT model (folder or Hub id) as a visformer checkpoint folder."""
+    from .marian import import_marian
+
+    check_out(args.out)
+    out = import_marian(args.source, args.out)
+    ckpt = load_checkpoint(out)
+    print(f"saved {out}: {ckpt.model.num_parameters():,} parameters, imported from {args.source}")
+    return 0
+
+
 COMMANDS = {
+    "import-marian": cmd_import_marian,
     "prepare": cmd_prepare,
     "train": cmd_train,
     "translate": cmd_translate,
