@@ -136,10 +136,14 @@ def pick_piece(ctx: Context, label: str, labels: list[str], default: int, name: 
                         key=f"lesson_{name}_{tag}")  # fmt: skip
 
 
-def ask(ctx: Context, question: ls.Question, name: str) -> None:
-    """Predict (radio, nothing chosen), then reveal the computed answer with feedback."""
+def ask(ctx: Context, question: ls.Question, name: str) -> bool:
+    """Predict (radio, nothing chosen), then reveal the computed answer with feedback; True once revealed.
+
+    The reveal belongs to this question on this sentence: another sentence asks again. The step draws what
+    the model computed for the question only when this returns True (predict first, then look).
+    """
     state = st.session_state
-    qid = f"lq_{name}_{zlib.crc32(repr((question.prompt, question.options)).encode())}"
+    qid = f"lq_{name}_{zlib.crc32(repr((ctx.sentence, question.prompt, question.options)).encode())}"
     labels = [ctx.text(o) for o in question.options]
     with st.container(border=True):
         st.markdown(f"**{ctx.t('lesson.predict')}** · {ctx.text(question.prompt)}")
@@ -156,6 +160,7 @@ def ask(ctx: Context, question: ls.Question, name: str) -> None:
             else:
                 st.error(ctx.t("lesson.wrong", answer=answer))
             st.markdown(ctx.text(question.reveal))
+    return bool(state.get(f"{qid}_shown"))
 
 
 def link(ctx: Context, page: str, name: str, **view: Any) -> None:
@@ -194,11 +199,11 @@ def step_rnn(ctx: Context) -> None:
     """1. seq2seq's bottleneck and attention added to it."""
     view = ctx.view
     st.markdown(ctx.t("lesson.rnn.body"))
-    cross = view.cross[-1].mean(0)  # (T, S), last layer, mean of heads
-    titles = (ctx.t("lesson.rnn.fig_rnn"), ctx.t("lesson.rnn.fig_attention"))
-    chart(ls.seq2seq_figure(view.src_pieces, view.output_pieces, cross, titles), "seq2seq")
-    st.caption(ctx.t("lesson.rnn.caption"))
-    ask(ctx, ls.rnn_question(len(view.src_pieces)), "rnn")
+    if ask(ctx, ls.rnn_question(len(view.src_pieces)), "rnn"):
+        cross = view.cross[-1].mean(0)  # (T, S), last layer, mean of heads
+        titles = (ctx.t("lesson.rnn.fig_rnn"), ctx.t("lesson.rnn.fig_attention"))
+        chart(ls.seq2seq_figure(view.src_pieces, view.output_pieces, cross, titles), "seq2seq")
+        st.caption(ctx.t("lesson.rnn.caption"))
     if page_exists(RNN_PAGE):
         link(ctx, RNN_PAGE, "rnn")
     link(ctx, "pages/attention.py", "attention", view="cross", tab="Step through generation")
@@ -214,15 +219,15 @@ def step_embedding(ctx: Context) -> None:
     st.markdown(
         ctx.t("lesson.pieces", n=len(view.src_pieces)) + " " + widgets.pieces_markdown(view.src_pieces)
     )
-    s, d = ev.lookup_shape
-    lookup = att.matrix_heatmap(ev.vectors, list(ls.piece_options(view.src_pieces)), [str(j) for j in range(d)],
-                                title=ctx.t("lesson.embedding.fig_lookup", n=s, d=d), value_name="E",
-                                numeric_cols=True)  # fmt: skip
-    chart(axes(lookup, ctx, x="dimension"), "embedding-lookup")
-    names = tuple(ctx.t(f"lesson.embedding.bar_{k}") for k in ("raw", "scaled", "pe"))
-    chart(ls.norms_bars(view.src_pieces, ev, names, ctx.t("lesson.embedding.fig")), "embedding-norms")
-    st.caption(ctx.t("lesson.embedding.caption", pe=f"{ev.pe_norm:.2f}"))
-    ask(ctx, ls.embedding_question(ev), "embedding")
+    if ask(ctx, ls.embedding_question(ev), "embedding"):
+        s, d = ev.lookup_shape
+        lookup = att.matrix_heatmap(ev.vectors, list(ls.piece_options(view.src_pieces)), ls.dimension_labels(d),
+                                    title=ctx.t("lesson.embedding.fig_lookup", n=s, d=d), value_name="E",
+                                    numeric_cols=True)  # fmt: skip
+        chart(axes(lookup, ctx, x="dimension"), "embedding-lookup")
+        names = tuple(ctx.t(f"lesson.embedding.bar_{k}") for k in ("raw", "scaled", "pe"))
+        chart(ls.norms_bars(view.src_pieces, ev, names, ctx.t("lesson.embedding.fig")), "embedding-norms")
+        st.caption(ctx.t("lesson.embedding.caption", pe=f"{ev.pe_norm:.2f}"))
     link(ctx, "pages/positional_encoding.py", "positional_encoding")
 
 
@@ -234,6 +239,13 @@ def step_positional(ctx: Context) -> None:
         r"PE_{(pos,\,2i)} = \sin\frac{pos}{10000^{2i/d_{model}}}, \qquad "
         r"PE_{(pos,\,2i+1)} = \cos\frac{pos}{10000^{2i/d_{model}}}"
     )
+    if ask(ctx, ls.pe_question(n, d), "positional"):
+        positional_figures(ctx, n, d)
+    link(ctx, "pages/positional_encoding.py", "positional_encoding", pe_d=d)
+
+
+def positional_figures(ctx: Context, n: int, d: int) -> None:
+    """Step 3 after the reveal: PE of the sentence's positions, the binary counter and the rotation."""
     fig = pos.pe_heatmap(an.pe_matrix(n, d), lang=ctx.lang)
     chart(fig.update_layout(title_text=ctx.t("lesson.positional.fig", n=n, d=d)), "pe")
     st.markdown(ctx.t("lesson.positional.binary"))
@@ -246,8 +258,6 @@ def step_positional(ctx: Context) -> None:
         pe0, sl = an.pe_matrix(1, d)[0], slice(0, 2)  # pair 0 of PE(0)
         rotation = pos.rotation_figure(pe0[sl], check.target[sl], check.rotated[sl], 0, k, lang=ctx.lang)
         chart(rotation.update_layout(title_text=ctx.t("lesson.positional.fig_rotation", k=k)), "pe-rotation")
-    ask(ctx, ls.pe_question(n, d), "positional")
-    link(ctx, "pages/positional_encoding.py", "positional_encoding", pe_d=d)
 
 
 def _to_korean(key: str) -> None:
@@ -289,15 +299,25 @@ def step_self_attention(ctx: Context) -> None:
     n, dh = inside.q.shape
     st.latex(r"\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right) V")
     st.caption(ctx.t("lesson.self_attention.shapes", n=n, dh=dh))
-    labels, dims = list(ls.piece_options(pieces)), [str(j) for j in range(dh)]
-    for column, (name, matrix) in zip(
-        st.columns(3), (("q", inside.q), ("k", inside.k), ("v", inside.v)), strict=True
-    ):
-        with column:
-            fig = att.matrix_heatmap(matrix, labels, dims, title=ctx.t(f"lesson.self_attention.fig_{name}", n=n, dh=dh),
-                                     value_name=name.upper(), numeric_cols=True)  # fmt: skip
-            fig.update_xaxes(tickvals=[0, dh // 2, dh - 1], ticktext=[0, dh // 2, dh - 1])  # a narrow column
-            chart(axes(fig, ctx, x="dimension"), f"self-attention-{name}")
+    labels = list(ls.piece_options(pieces))
+    titles = tuple(ctx.t(f"lesson.self_attention.fig_{name}", n=n, dh=dh) for name in ("q", "k", "v"))
+    qkv = ls.qkv_figure((inside.q, inside.k, inside.v), labels, titles, ctx.t("lesson.axis.dimension"))
+    chart(qkv, "self-attention-qkv")
+    question = ls.argmax_question(inside.weights, query, pieces, pieces, "lesson.self_attention.question",
+                                  "lesson.self_attention.reveal", layer=layer + 1, head=head + 1)  # fmt: skip
+    if ask(ctx, question, "self_attention"):
+        self_attention_figures(ctx, view, layer, head, query, inside)
+    link(
+        ctx, "pages/attention.py", "attention", view="encoder", tab="Inside one head", layer=layer, head=head
+    )
+
+
+def self_attention_figures(
+    ctx: Context, view: views.TranslationView, layer: int, head: int, query: int, inside: an.HeadInternals
+) -> None:
+    """Step 4 after the reveal: QKᵀ, the softmax weights and the query's output as a weighted sum of V."""
+    pieces = view.src_pieces
+    labels, dh = list(ls.piece_options(pieces)), inside.q.shape[1]
     left, right = st.columns(2)
     with left:
         fig = att.matrix_heatmap(inside.scores, labels, labels, title=ctx.t("lesson.self_attention.fig_scores"),
@@ -318,16 +338,10 @@ def step_self_attention(ctx: Context) -> None:
     with right:
         terms = [f"{w:.2f} × V({p})" for w, p in zip(row, pieces, strict=True)]
         fig = att.matrix_heatmap(ls.weighted_sum_rows(row, inside.v), [*terms, ctx.t("lesson.self_attention.sum_row")],
-                                 dims, title=ctx.t("lesson.self_attention.fig_sum", query=style.escape(pieces[query])),
-                                 value_name="w·V", numeric_cols=True)  # fmt: skip
+                                 ls.dimension_labels(dh), title=ctx.t("lesson.self_attention.fig_sum",
+                                 query=style.escape(pieces[query])), value_name="w·V", numeric_cols=True)  # fmt: skip
         chart(axes(fig, ctx, x="dimension"), "weighted-sum")
         st.caption(ctx.t("lesson.self_attention.sum_caption", query=escape_markdown(pieces[query]), dh=dh))
-    question = ls.argmax_question(inside.weights, query, pieces, pieces, "lesson.self_attention.question",
-                                  "lesson.self_attention.reveal", layer=layer + 1, head=head + 1)  # fmt: skip
-    ask(ctx, question, "self_attention")
-    link(
-        ctx, "pages/attention.py", "attention", view="encoder", tab="Inside one head", layer=layer, head=head
-    )
 
 
 def step_scaled(ctx: Context) -> None:
@@ -336,6 +350,16 @@ def step_scaled(ctx: Context) -> None:
     view, layer, head, query, inside = one_head(ctx)
     d_k = inside.q.shape[1]
     effect = ls.scaling_effect(inside.scores[query], d_k)
+    if ask(ctx, ls.scaling_question(effect, view.src_pieces[query]), "scaled"):
+        scaling_figures(ctx, view, query, effect)
+    link(
+        ctx, "pages/attention.py", "attention", view="encoder", tab="Inside one head", layer=layer, head=head
+    )
+
+
+def scaling_figures(ctx: Context, view: views.TranslationView, query: int, effect: ls.ScalingEffect) -> None:
+    """Step 5 after the reveal: the query's row with and without the division, and the effect on random vectors."""
+    d_k = effect.d_k
     fig = att.matrix_heatmap(
         np.vstack([effect.scaled, effect.unscaled]),
         [f"QKᵀ/√{d_k}", "QKᵀ"],  # short: long tick labels are cut
@@ -352,10 +376,6 @@ def step_scaled(ctx: Context) -> None:
     st.markdown(ctx.t("lesson.scaled.curve"))
     curve = att.saturation_figure(saturation_curve(), lang=ctx.lang)
     chart(curve.update_layout(title_text=ctx.t("lesson.scaled.curve_title")), "saturation")
-    ask(ctx, ls.scaling_question(effect, view.src_pieces[query]), "scaled")
-    link(
-        ctx, "pages/attention.py", "attention", view="encoder", tab="Inside one head", layer=layer, head=head
-    )
 
 
 def step_multi_head(ctx: Context) -> None:
@@ -365,19 +385,21 @@ def step_multi_head(ctx: Context) -> None:
     layer, _ = pick_layer_head(ctx, cfg.n_encoder_layers, head=False)
     mh = multi_head(*ctx.key, tuple(view.src_ids), layer)
     h, n, dh = mh.heads.shape
-    st.markdown(ctx.t("lesson.multi_head.body", d=cfg.d_model, h=h, dh=dh))
+    st.markdown(ctx.t("lesson.multi_head.body", d=cfg.d_model, h=h))
     chart(
         att.attention_grid(view.encoder, pieces, pieces, title=ctx.t("lesson.multi_head.fig"), lang=ctx.lang),
         "heads",
     )
-    st.caption(ctx.t("lesson.multi_head.shapes", n=n, dh=dh, hdh=mh.concat.shape[1], d=mh.output.shape[1]))
     query = pick_piece(ctx, ctx.t("lesson.query"), pieces, 0, "mh_query")
     where = ", ".join(
         f"{ctx.t('lesson.head')} {i + 1}: `{pieces[j]}`"
         for i, j in enumerate(mh.weights[:, query].argmax(-1))
     )
     st.markdown(ctx.t("lesson.multi_head.per_head", query=escape_markdown(pieces[query]), where=where))
-    ask(ctx, ls.multi_head_question(mh, cfg.d_model, cfg.d_ff), "multi_head")
+    if ask(ctx, ls.multi_head_question(mh, cfg.d_model, cfg.d_ff), "multi_head"):
+        st.caption(
+            ctx.t("lesson.multi_head.shapes", n=n, dh=dh, hdh=mh.concat.shape[1], d=mh.output.shape[1])
+        )
     link(ctx, "pages/attention.py", "attention", view="encoder", tab="All heads", layer=layer)
 
 
@@ -389,13 +411,13 @@ def step_ffn(ctx: Context) -> None:
     st.markdown(ctx.t("lesson.ffn.body", d=cfg.d_model, ff=cfg.d_ff, ratio=ratio, variant=variant))
     layer, _ = pick_layer_head(ctx, cfg.n_encoder_layers, head=False)
     trace = layer_trace(*ctx.key, tuple(view.src_ids), layer)
-    stages = [ctx.t(f"lesson.stage.{s}") for s in trace.stages]
-    fig = att.matrix_heatmap(trace.norms.T, view.src_pieces, stages, title=ctx.t("lesson.ffn.fig", layer=layer + 1),
-                            value_name="‖x‖", colorscale=style.ATTENTION_SCALE, zmin=0.0, show_values=True)  # fmt: skip
-    chart(fig, "layer-trace")
-    st.caption(ctx.t("lesson.ffn.caption", root=f"{cfg.d_model**0.5:.1f}"))
     piece = pick_piece(ctx, ctx.t("lesson.query"), view.src_pieces, 0, "ffn_piece")
-    ask(ctx, ls.ffn_question(trace, piece, view.src_pieces[piece]), "ffn")
+    if ask(ctx, ls.ffn_question(trace, piece, view.src_pieces[piece]), "ffn"):
+        stages = [ctx.t(f"lesson.stage.{s}") for s in trace.stages]
+        fig = att.matrix_heatmap(trace.norms.T, view.src_pieces, stages, title=ctx.t("lesson.ffn.fig", layer=layer + 1),
+                                value_name="‖x‖", colorscale=style.ATTENTION_SCALE, zmin=0.0, show_values=True)  # fmt: skip
+        chart(fig, "layer-trace")
+        st.caption(ctx.t("lesson.ffn.caption", root=f"{cfg.d_model**0.5:.1f}"))
     link(ctx, "pages/attention.py", "attention", view="encoder", layer=layer)
 
 
@@ -405,13 +427,13 @@ def step_masked(ctx: Context) -> None:
     st.markdown(ctx.t("lesson.masked.body"))
     layer, head = pick_layer_head(ctx, ctx.ck.model_config.n_decoder_layers)
     n = len(view.query_pieces)
-    title = ctx.t("lesson.masked.fig", layer=layer + 1, head=head + 1)
-    rows = ls.produced_labels(view.output_pieces)
-    fig = att.attention_heatmap(view.decoder[layer, head], rows, view.query_pieces,
-                                masked=kinds.future_mask(n, n), title=title, lang=ctx.lang)  # fmt: skip
-    chart(fig, "masked")
-    st.caption(ctx.t("lesson.masked.caption"))
-    ask(ctx, ls.masked_question(view.decoder, view.query_pieces[n // 2]), "masked")
+    if ask(ctx, ls.masked_question(view.decoder, view.query_pieces[n // 2]), "masked"):
+        title = ctx.t("lesson.masked.fig", layer=layer + 1, head=head + 1)
+        rows = ls.produced_labels(view.output_pieces)
+        fig = att.attention_heatmap(view.decoder[layer, head], rows, view.query_pieces,
+                                    masked=kinds.future_mask(n, n), title=title, lang=ctx.lang)  # fmt: skip
+        chart(fig, "masked")
+        st.caption(ctx.t("lesson.masked.caption"))
     link(ctx, "pages/attention.py", "attention", view="decoder", layer=layer, head=head)
     if page_exists(LM_PAGE):  # a decoder-only model (GPT) uses the same mask
         link(ctx, LM_PAGE, "language_models")
@@ -424,16 +446,12 @@ def step_cross(ctx: Context) -> None:
     layer, _ = pick_layer_head(ctx, ctx.ck.model_config.n_decoder_layers, head=False)
     weights = view.cross[layer].mean(0)  # (T, S)
     rows = ls.produced_labels(view.output_pieces)
-    chart(
-        att.attention_heatmap(
-            weights, rows, view.src_pieces, title=ctx.t("lesson.cross.fig", layer=layer + 1), lang=ctx.lang
-        ),
-        "cross",
-    )
     step = pick_piece(ctx, ctx.t("lesson.produced"), rows, ls.most_decided(weights), "produced")
     question = ls.argmax_question(weights, step, view.output_pieces, view.src_pieces, "lesson.cross.question",
                                   "lesson.cross.reveal", layer=layer + 1)  # fmt: skip
-    ask(ctx, question, "cross")
+    if ask(ctx, question, "cross"):
+        title = ctx.t("lesson.cross.fig", layer=layer + 1)
+        chart(att.attention_heatmap(weights, rows, view.src_pieces, title=title, lang=ctx.lang), "cross")
     link(
         ctx,
         "pages/attention.py",
@@ -461,9 +479,10 @@ def step_training(ctx: Context) -> None:
         )
         chart(fig, "label-smoothing")
     with right:
-        noam = tfig.noam_figure(cfg.d_model, tc.warmup, tc.lr_factor, tc.steps, lang=ctx.lang)
-        chart(noam.update_layout(title_text=ctx.t("lesson.training.noam_title")), "noam")
-    ask(ctx, ls.training_question(cfg.d_model, tc.warmup, tc.lr_factor), "training")
+        revealed = ask(ctx, ls.training_question(cfg.d_model, tc.warmup, tc.lr_factor), "training")
+        if revealed:
+            noam = tfig.noam_figure(cfg.d_model, tc.warmup, tc.lr_factor, tc.steps, lang=ctx.lang)
+            chart(noam.update_layout(title_text=ctx.t("lesson.training.noam_title")), "noam")
     link(ctx, "pages/train.py", "train")
 
 
@@ -471,12 +490,12 @@ def step_decoding(ctx: Context) -> None:
     """11. Greedy against beam search on this sentence."""
     st.markdown(ctx.t("lesson.decoding.body", k=BEAM_SIZE))
     greedy, beam = greedy_and_beam(*ctx.key, ctx.sentence)
-    st.markdown(ctx.t("lesson.decoding.outputs", greedy=escape_markdown(greedy.text), beam=escape_markdown(beam.text),
-                      k=BEAM_SIZE))  # fmt: skip
-    comparison = dfig.comparison_figure([greedy, beam], lang=ctx.lang)
-    chart(comparison.update_layout(title_text=ctx.t("lesson.decoding.fig")), "decoding")
     same = greedy.pieces == beam.pieces
-    ask(ctx, ls.decoding_question(greedy.logprob, beam.logprob, BEAM_SIZE, same_output=same), "decoding")
+    if ask(ctx, ls.decoding_question(greedy.logprob, beam.logprob, BEAM_SIZE, same_output=same), "decoding"):
+        st.markdown(ctx.t("lesson.decoding.outputs", greedy=escape_markdown(greedy.text),
+                          beam=escape_markdown(beam.text), k=BEAM_SIZE))  # fmt: skip
+        comparison = dfig.comparison_figure([greedy, beam], lang=ctx.lang)
+        chart(comparison.update_layout(title_text=ctx.t("lesson.decoding.fig")), "decoding")
     link(ctx, "pages/decoding.py", "decoding")
 
 
@@ -484,17 +503,20 @@ def step_why(ctx: Context) -> None:
     """12. Table 1 of the paper for this sentence and model."""
     n, d = len(ctx.view.src_pieces), ctx.ck.model_config.d_model
     st.markdown(ctx.t("lesson.why.body"))
-    columns = [ctx.t(f"lesson.why.col_{c}") for c in ("layer", "formula", "ops", "sequential", "path")]
-    table = [
-        dict(zip(columns, (ctx.t(f"lesson.why.row.{r.layer}"), r.formula, f"{r.operations:,}", r.sequential, r.path),
-                 strict=True))
-        for r in ls.complexity_rows(n, d)
-    ]  # fmt: skip
-    st.dataframe(table, hide_index=True)
-    names = (ctx.t("lesson.why.row.self_attention") + " n²·d", ctx.t("lesson.why.row.recurrent") + " n·d²")
-    axis = (ctx.t("lesson.axis.length"), ctx.t("lesson.axis.operations"))
-    chart(ls.operations_figure(n, d, names, axis, ctx.t("lesson.why.fig", d=d)), "complexity")
-    ask(ctx, ls.why_question(n, d), "why")
+    if ask(ctx, ls.why_question(n, d), "why"):
+        columns = [ctx.t(f"lesson.why.col_{c}") for c in ("layer", "formula", "ops", "sequential", "path")]
+        table = [
+            dict(zip(columns, (ctx.t(f"lesson.why.row.{r.layer}"), r.formula, f"{r.operations:,}", r.sequential,
+                               r.path), strict=True))
+            for r in ls.complexity_rows(n, d)
+        ]  # fmt: skip
+        st.dataframe(table, hide_index=True)
+        names = (
+            ctx.t("lesson.why.row.self_attention") + " n²·d",
+            ctx.t("lesson.why.row.recurrent") + " n·d²",
+        )
+        axis = (ctx.t("lesson.axis.length"), ctx.t("lesson.axis.operations"))
+        chart(ls.operations_figure(n, d, names, axis, ctx.t("lesson.why.fig", d=d)), "complexity")
     if page_exists(WHY_PAGE):
         link(ctx, WHY_PAGE, "why")
     else:

@@ -88,6 +88,75 @@ def test_every_step_renders_in_both_languages_without_a_raw_key(lang: str) -> No
         assert any(re.search("[가-힣]", t) for t in titles)
 
 
+# What the model computed for each step's question: drawn only after "Reveal" (issue 29). Chart names are the
+# lesson's widgets.chart names; texts are i18n keys whose sentence states the answer.
+ANSWER_CHARTS = {
+    "rnn": {"seq2seq"},
+    "embedding": {"embedding-lookup", "embedding-norms"},
+    "positional": {"pe", "pe-binary", "pe-rotation"},
+    "self_attention": {"self-attention-scores", "self-attention", "weighted-sum"},
+    "scaled": {"scaling", "saturation"},
+    "multi_head": set(),
+    "ffn": {"layer-trace"},
+    "masked": {"masked"},
+    "cross": {"cross"},
+    "training": {"noam"},
+    "decoding": {"decoding"},
+    "why": {"complexity"},
+}
+ANSWER_TEXTS = {  # the start of a sentence (before its first placeholder) that states the answer
+    "positional": "lesson.positional.binary",
+    "self_attention": "lesson.self_attention.row_formula",
+    "multi_head": "lesson.multi_head.shapes",
+    "ffn": "lesson.ffn.caption",
+    "masked": "lesson.masked.caption",
+    "decoding": "lesson.decoding.outputs",
+}
+
+
+def lesson_charts(at: AppTest) -> set[str]:
+    """The names of the lesson's charts on the page (widgets.chart keys 'chart-lesson-NAME')."""
+    return {c.proto.id and c.key[len("chart-lesson-") :] for c in at.get("plotly_chart") if c.key}
+
+
+def answer_shown(at: AppTest, name: str, lang: str) -> tuple[set[str], bool, bool]:
+    """(answer-bearing charts on the page, the answer's sentence on the page, a table on the page)."""
+    charts = lesson_charts(at) & ANSWER_CHARTS[name]
+    texts = [t for t in shown_texts(at) if not t.startswith(f"**{i18n.t('lesson.predict', lang)}**")]
+    key = ANSWER_TEXTS.get(name)
+    stated = bool(key) and any(i18n.catalog(lang)[key].split("{")[0].strip() in t for t in texts)
+    return charts, stated, bool(at.dataframe)
+
+
+@pytest.mark.parametrize("lang", i18n.LANGS)
+def test_every_step_asks_before_it_shows_what_the_model_computed(lang: str) -> None:
+    at = open_lesson(lang=lang, sentence="a b c d e")
+    for step, name in enumerate(ls.STEPS, start=1):
+        at.session_state["lesson_step"] = step
+        at.run()
+        assert answer_shown(at, name, lang) == (set(), False, False), f"step {step} ({name}) shows its answer"
+        assert not any(r.value is not None for r in at.radio if r.key and r.key.startswith("lq_"))
+        reveal(at)
+        charts, stated, table = answer_shown(at, name, lang)
+        assert charts == ANSWER_CHARTS[name], f"step {step} ({name}): the reveal drew {charts}"
+        assert stated == (name in ANSWER_TEXTS) and table == (name == "why"), f"step {step} ({name})"
+
+
+def test_the_reveal_belongs_to_one_sentence_and_a_new_sentence_asks_again() -> None:
+    at = open_lesson(lang="en", lesson_step="6", sentence="a b c")
+    reveal(at)
+    shapes = i18n.catalog("en")["lesson.multi_head.shapes"].split("{")[0]
+    assert any(shapes in c.value for c in at.caption)
+    at.session_state["lesson_step"] = 5
+    at.run()
+    at.session_state["lesson_step"] = 6
+    at.run()
+    assert any(shapes in c.value for c in at.caption), "going back to a step keeps its revealed answer"
+    at.text_input(key="sentence").set_value("c b a").run()
+    assert not any(shapes in c.value for c in at.caption), "a new sentence must ask again"
+    assert all(r.value is None for r in at.radio if r.key.startswith("lq_"))
+
+
 def test_the_language_comes_from_the_url_else_the_browser_locale() -> None:
     assert open_lesson(lang="ko").title[0].value == i18n.t("lesson.title", "ko")
     at = open_lesson()

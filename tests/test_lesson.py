@@ -244,3 +244,15 @@ def test_the_operations_figure_crosses_at_n_equal_d_and_marks_the_students_n() -
     cheaper = np.asarray(sa.y) < np.asarray(rnn.y)
     assert cheaper[n < 64].all() and not cheaper[n >= 64].any()  # the crossover is n = d
     assert list(mark.x) == [10, 10] and list(mark.y) == [10 * 10 * 64, 10 * 64 * 64]
+
+
+def test_q_k_v_are_one_figure_with_one_colour_bar_and_dimensions_from_one() -> None:
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.normal(size=(3, 8)) for _ in range(3))
+    fig = ls.qkv_figure((q, k, v), ["▁a", "<s>", "▁c"], ("Q", "K", "V"), "dimension")
+    heatmaps = [t for t in fig.data if t.type == "heatmap"]
+    assert len(heatmaps) == 3 and {t.coloraxis for t in heatmaps} == {"coloraxis"}  # one shared colour bar
+    np.testing.assert_allclose(np.asarray(heatmaps[2].z), v)
+    assert list(heatmaps[0].x) == ls.dimension_labels(8) == [str(i) for i in range(1, 9)]
+    assert list(fig.layout.yaxis.ticktext) == ["▁a", "&lt;s&gt;", "▁c"]  # <s> escaped, not a strike tag
+    assert fig.layout.coloraxis.cmin == -fig.layout.coloraxis.cmax == -np.abs(np.stack([q, k, v])).max()

@@ -257,6 +257,40 @@ def argmax_question(
     return Question(Text(prompt, values), options, best, Text(reveal, values))
 
 
+def dimension_labels(n: int) -> list[str]:
+    """Column labels of n vector dimensions, counted from 1 as everything on screen."""
+    return [str(j + 1) for j in range(n)]
+
+
+def qkv_figure(
+    matrices: tuple[np.ndarray, np.ndarray, np.ndarray],
+    labels: list[str],
+    titles: tuple[str, str, str],
+    x_title: str,
+) -> go.Figure:
+    """Q, K and V of one head side by side, one shared colour bar right of the last: three (S, dh) heatmaps.
+
+    One figure, not three charts in narrow columns: a column of a third of the page left no room for cells.
+    """
+    stack = np.stack([np.asarray(m, dtype=float) for m in matrices])  # (3, S, dh)
+    n, dh = stack.shape[1:]
+    zmax = float(np.abs(stack).max()) or 1.0
+    fig = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.03, subplot_titles=titles)
+    dims = dimension_labels(dh)
+    for col, (matrix, name) in enumerate(zip(stack, "QKV", strict=True), start=1):
+        cells = [[escape(label)] * dh for label in labels]  # (S, dh): the piece of each cell, for the hover
+        fig.add_trace(go.Heatmap(z=matrix, x=dims, y=list(range(n)), text=cells, coloraxis="coloraxis", xgap=1,
+                                 ygap=1, hovertemplate=f"{name}: %{{text}}, %{{x}}<br>%{{z:.3f}}<extra></extra>"),
+                      row=1, col=col)  # fmt: skip
+        ticks = sorted({0, dh // 2, dh - 1})
+        fig.update_xaxes(tickvals=[dims[t] for t in ticks], title_text=x_title, tickangle=0, row=1, col=col)
+    fig.update_yaxes(tickvals=list(range(n)), ticktext=[escape(x) for x in labels], autorange="reversed")
+    fig.update_layout(coloraxis=dict(colorscale="RdBu", reversescale=True, cmin=-zmax, cmax=zmax,
+                                     colorbar=dict(thickness=12, title=dict(text="value"))))  # fmt: skip
+    fig.update_annotations(font_size=13)
+    return layout(fig, "", max(260, 26 * n + 150))
+
+
 def weighted_sum_rows(weights_row: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Rows w_j · v_j for every key j and, last, their sum (the head's output for this query): (k+1, dh)."""
     parts = np.asarray(weights_row, dtype=float)[:, None] * np.asarray(v, dtype=float)  # (k, dh)
