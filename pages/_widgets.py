@@ -62,6 +62,19 @@ def chart(fig: go.Figure, name: str, key: str | None = None) -> None:
     st.plotly_chart(fig, config=chart_config(name), key=key or f"chart-{name}", theme=None)
 
 
+def sentence_input(label: str, container=None) -> str:
+    """The sentence box every translating page shares (key "sentence"): its text carries over a page switch.
+
+    After a switch the box remounts under this page's widget id, and for that first run it would show empty
+    ("There is nothing to translate") until Streamlit copies the kept value over at the end of the run. The
+    value written back under its key before the box is drawn is the one it shows at once.
+    """
+    state = st.session_state
+    if "sentence" in state:
+        state["sentence"] = state["sentence"]
+    return (container or st).text_input(label, key="sentence", persist_state=PERSIST)
+
+
 def csv_button(data: str | Callable[[], str], name: str, label: str | None = None) -> None:
     """A download button for a CSV string, or for a function that makes it only when the button is clicked."""
     st.download_button(

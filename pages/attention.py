@@ -553,7 +553,7 @@ def main() -> None:
         from visformer.tasks import get_task
 
         st.markdown(tr("task", task=ck.task, description=get_task(ck.task).description))
-    st.text_input(tr("sentence"), key="sentence", persist_state=session.PERSIST)
+    widgets.sentence_input(tr("sentence"))
     if examples:
         st.pills(
             tr("examples"), examples, key="example_pick", on_change=_use_example, label_visibility="collapsed"

@@ -278,7 +278,7 @@ def main() -> None:
     key = (str(choice.path), catalogue.checkpoint_stamp(choice.path))
     loading.offer_examples(choice, ck)
     left, right = st.columns(2)
-    left.text_input(session.tr("decoding.sentence"), key="sentence", persist_state=session.PERSIST)
+    widgets.sentence_input(session.tr("decoding.sentence"), left)
     reference = right.text_input(session.tr("decoding.reference"), key="dec_reference",
                                  persist_state=session.PERSIST)  # fmt: skip
     try:

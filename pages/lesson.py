@@ -566,7 +566,7 @@ def main() -> None:
         return
     key = (str(choice.path), catalogue.checkpoint_stamp(choice.path))
     loading.offer_examples(choice, ck)
-    st.text_input(i18n.t("lesson.sentence", lang), key="sentence", persist_state=session.PERSIST)
+    widgets.sentence_input(i18n.t("lesson.sentence", lang))
     try:
         sentence = loading.fitted_sentence(ck, state["sentence"])
         view = loading.translation(*key, sentence)

@@ -279,6 +279,25 @@ def test_long_sentence_in_hosted_mode_is_cut_to_300_characters_saying_so(monkeyp
 
 
 @pytest.mark.usefixtures("env")
+@pytest.mark.usefixtures("env")
+@pytest.mark.parametrize(("first", "then"), [(ATTENTION, "pages/lesson.py"), (ATTENTION, "pages/decoding.py"),
+                                             ("pages/lesson.py", "pages/decoding.py")])  # fmt: skip
+def test_the_sentence_carries_over_a_page_switch_on_its_first_run(first: str, then: str) -> None:
+    at = run_app(
+        first if first != ATTENTION else None
+    )  # the first page fills the box with the model's example
+    example = at.text_input(key="sentence").value
+    assert example
+    at.switch_page(then).run()  # one run only: the browser shows this run
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.text_input(key="sentence").value == example
+    assert i18n.t("frame.empty", "en") not in [e.value for e in at.error]
+    at.text_input(key="sentence").input("a b c").run()
+    at.switch_page(ATTENTION).run()
+    assert at.text_input(key="sentence").value == "a b c", "a typed sentence carries over too"
+    assert not at.error, [e.value for e in at.error]
+
+
 def test_empty_sentence_is_a_capitalised_message() -> None:
     at = run_app(lang="ko")
     at.text_input(key="sentence").input("   ").run()
