@@ -19,6 +19,7 @@ ARCHITECTURES = (
     "encoder-lm",
     "decoder-lm",
 )
+ACTIVATIONS = ("relu", "swish", "gelu")  # ModelConfig.activation: the feed-forward non-linearity
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,12 @@ class ModelConfig:
     share_embeddings: bool = True  # tie source, target and output embeddings (joint vocabulary)
     pad_id: int = 0
     architecture: str = "transformer"  # one of ARCHITECTURES; checkpoints without it are Transformers
+    # Fields where imported models (OPUS-MT / Marian, visformer.marian) differ from the paper; the defaults
+    # are the paper's, and checkpoints without them load unchanged.
+    activation: str = "relu"  # feed-forward non-linearity, one of ACTIVATIONS (Marian: swish or gelu)
+    output_bias: bool = False  # a bias on the output logits (Marian's final_logits_bias)
+    decoder_start_id: int = 2  # the token the decoder reads first: <s> (Marian: <pad>, not masked as padding)
+    tie_output: bool = False  # share_embeddings False: tie the output projection to the target embedding
 
     def __post_init__(self) -> None:
         """Reject configurations the model cannot be built from."""
@@ -45,6 +52,12 @@ class ModelConfig:
             raise ValueError(
                 f"unknown architecture {self.architecture!r}; choose one of {', '.join(ARCHITECTURES)}"
             )
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(
+                f"unknown activation {self.activation!r}; choose one of {', '.join(ACTIVATIONS)}"
+            )
+        if not 0 <= self.decoder_start_id < self.tgt_vocab_size:
+            raise ValueError(f"decoder_start_id {self.decoder_start_id} is outside the target vocabulary")
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
         if self.d_model % 2:

@@ -241,18 +241,23 @@ class MultiHeadAttention(nn.Module):
         )
 
 
-class FeedForward(nn.Module):
-    """FFN(x) = max(0, x W1 + b1) W2 + b2."""
+# ModelConfig.activation -> function: the paper's ReLU; swish (SiLU) and exact GELU for imported Marian models
+ACTIVATION_FUNCTIONS = {"relu": F.relu, "swish": F.silu, "gelu": F.gelu}
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0) -> None:
+
+class FeedForward(nn.Module):
+    """FFN(x) = max(0, x W1 + b1) W2 + b2 (or swish / GELU in place of max(0, ·))."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu") -> None:
         super().__init__()
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
         self.dropout = nn.Dropout(dropout)
+        self.activation = ACTIVATION_FUNCTIONS[activation]
 
     def forward(self, x: Tensor) -> Tensor:
         """(B, L, d) -> (B, L, d)."""
-        return self.linear2(self.dropout(F.relu(self.linear1(x))))
+        return self.linear2(self.dropout(self.activation(self.linear1(x))))
 
 
 class SublayerConnection(nn.Module):
@@ -297,7 +302,7 @@ class EncoderLayer(nn.Module):
         super().__init__()
         d, p = config.d_model, config.dropout
         self.self_attn = MultiHeadAttention(d, config.n_heads, p)
-        self.feed_forward = FeedForward(d, config.d_ff, p)
+        self.feed_forward = FeedForward(d, config.d_ff, p, config.activation)
         self.sublayer1 = SublayerConnection(d, p, config.norm_first)
         self.sublayer2 = SublayerConnection(d, p, config.norm_first)
 
@@ -320,7 +325,7 @@ class DecoderLayer(nn.Module):
         d, p = config.d_model, config.dropout
         self.self_attn = MultiHeadAttention(d, config.n_heads, p)
         self.cross_attn = MultiHeadAttention(d, config.n_heads, p)
-        self.feed_forward = FeedForward(d, config.d_ff, p)
+        self.feed_forward = FeedForward(d, config.d_ff, p, config.activation)
         self.sublayer1 = SublayerConnection(d, p, config.norm_first)
         self.sublayer2 = SublayerConnection(d, p, config.norm_first)
         self.sublayer3 = SublayerConnection(d, p, config.norm_first)
@@ -500,15 +505,15 @@ class Transformer(nn.Module):
         self.tgt_embed = Embeddings(tgt_token, d, config.max_len, p)
         self.encoder = Encoder(config)
         self.decoder = Decoder(config)
-        self.generator = nn.Linear(d, config.tgt_vocab_size, bias=False)
+        self.generator = nn.Linear(d, config.tgt_vocab_size, bias=config.output_bias)
         self.reset_parameters()
-        if config.share_embeddings:
+        if config.share_embeddings or config.tie_output:
             self.generator.weight = tgt_token.weight  # three-way weight tying (section 3.4)
 
     def reset_parameters(self) -> None:
         """Xavier for projections, N(0, d^-0.5) for embeddings, so √d·E has unit scale like PE."""
         xavier_init(self)
-        untied = None if self.config.share_embeddings else self.generator
+        untied = None if self.config.share_embeddings or self.config.tie_output else self.generator
         init_embeddings(self.config, self.src_embed.token, self.tgt_embed.token, output=untied)
 
     def num_parameters(self) -> int:

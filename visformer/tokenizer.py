@@ -1,6 +1,7 @@
 """Tokenizers: SentencePiece (BPE or unigram, byte fallback) for text, fixed symbols for toy tasks.
 
-Every tokenizer shares the special ids pad=0, unk=1, bos=2, eos=3. `encode` never adds bos/eos;
+visformer's own tokenizers share the special ids pad=0, unk=1, bos=2, eos=3 (an imported Marian model's
+tokenizer has its own, see MarianTokenizer). `encode` never adds bos/eos;
 `decode` drops pad/bos/eos; `pieces` gives the display strings the heatmap axes show.
 """
 
@@ -20,6 +21,7 @@ PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 SPECIAL_PIECES = ("<pad>", "<unk>", "<s>", "</s>")
 SENTENCEPIECE_FILE = "tokenizer.model"
 SYMBOL_FILE = "tokenizer.json"
+MARIAN_FILE, MARIAN_VOCAB_FILE = "marian.json", "vocab.json"  # an imported OPUS-MT model's tokenizer
 MODEL_TYPES = ("bpe", "unigram")
 MIN_SENTENCEPIECE_VOCAB = len(SPECIAL_PIECES) + 256  # specials + one piece per byte
 _SURROGATES = re.compile("[\ud800-\udfff]")  # code points with no UTF-8 form (lone surrogates)
@@ -260,10 +262,103 @@ class SymbolTokenizer(_SpecialIds):
         return f"SymbolTokenizer(vocab_size={self.vocab_size})"
 
 
-def load_tokenizer(directory: str | os.PathLike) -> SentencePieceTokenizer | SymbolTokenizer:
-    """Load whichever tokenizer a folder holds (tokenizer.model or tokenizer.json)."""
+class MarianTokenizer(_SpecialIds):
+    """One side of an OPUS-MT (Marian) tokenizer: SentencePiece splits text, the model's vocabulary numbers it.
+
+    Its special ids are the model's (Marian: </s> 0, <unk> 1, <pad> last), and `bos_id` is the token the
+    decoder starts from (Marian: <pad>). Texts match transformers' MarianTokenizer without sacremoses:
+    `encode` is `spm.encode(text)` mapped through the vocabulary (unknown pieces -> <unk>; a leading
+    language code such as >>kor<< is one token); `decode` drops every special id (<unk> too, as
+    transformers' skip_special_tokens does) and joins the pieces with `decode_spm` (transformers decodes
+    with the source model when the vocabulary is shared, the target model when separate).
+    """
+
+    def __init__(
+        self,
+        encode_spm: bytes,
+        decode_spm: bytes,
+        piece_ids: dict[str, int],
+        *,
+        vocab_size: int,
+        pad_id: int,
+        unk_id: int,
+        eos_id: int,
+        bos_id: int,
+    ) -> None:
+        try:
+            self._encoder = spm.SentencePieceProcessor(model_proto=encode_spm)
+            self._decoder = spm.SentencePieceProcessor(model_proto=decode_spm)
+        except Exception as exc:  # sentencepiece raises RuntimeError/OSError on garbage
+            raise ValueError(f"not a valid SentencePiece model: {exc}") from exc
+        if any(not isinstance(i, int) or not 0 <= i < vocab_size for i in piece_ids.values()):
+            raise ValueError(f"the Marian vocabulary has ids outside 0..{vocab_size - 1}")
+        self._protos = (bytes(encode_spm), bytes(decode_spm))
+        self.piece_ids = dict(piece_ids)
+        self.id_pieces = {i: p for p, i in self.piece_ids.items()}
+        self._vocab_size = vocab_size
+        self.pad_id, self.unk_id, self.eos_id, self.bos_id = pad_id, unk_id, eos_id, bos_id
+        self._specials = {pad_id, unk_id, eos_id, bos_id}
+
+    @property
+    def vocab_size(self) -> int:
+        return self._vocab_size
+
+    def encode(self, text: str) -> list[int]:
+        """Model ids of text, without eos; a leading >>xx<< language code is kept as one token."""
+        text, code = _encodable(text), []
+        if text.startswith(">>") and (end := text.find("<<")) != -1:
+            code, text = [text[: end + 2]], text[end + 2 :]
+        pieces = code + self._encoder.encode(text, out_type=str)
+        return [self.piece_ids.get(p, self.unk_id) for p in pieces]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Text of ids as transformers' decode(ids, skip_special_tokens=True) gives it."""
+        pieces = [self.id_pieces.get(i, "<unk>") for i in self._check_ids(ids) if i not in self._specials]
+        return self._decoder.decode_pieces(pieces).replace("▁", " ").strip()
+
+    def pieces(self, ids: Iterable[int]) -> list[str]:
+        """The model's own piece of each id ('▁' marks a word start)."""
+        return [self.id_pieces.get(i, "<unk>") for i in self._check_ids(ids)]
+
+    def save(self, directory: str | os.PathLike) -> None:
+        """Write marian.json, encode.spm, decode.spm and vocab.json into directory."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "encode.spm").write_bytes(self._protos[0])
+        (directory / "decode.spm").write_bytes(self._protos[1])
+        text = json.dumps(self.piece_ids, ensure_ascii=False, indent=0)
+        (directory / MARIAN_VOCAB_FILE).write_text(text, encoding="utf-8")
+        ids = {"vocab_size": self.vocab_size, "pad_id": self.pad_id, "unk_id": self.unk_id}
+        meta = {"type": "marian", **ids, "eos_id": self.eos_id, "bos_id": self.bos_id}
+        (directory / MARIAN_FILE).write_text(json.dumps(meta, indent=1), encoding="utf-8")
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike) -> MarianTokenizer:
+        """Rebuild from a folder written by `save`."""
+        directory = Path(directory)
+        try:
+            meta = json.loads((directory / MARIAN_FILE).read_text(encoding="utf-8"))
+            vocab = json.loads((directory / MARIAN_VOCAB_FILE).read_text(encoding="utf-8"))
+            ids = {k: int(meta[k]) for k in ("vocab_size", "pad_id", "unk_id", "eos_id", "bos_id")}
+            protos = [(directory / f).read_bytes() for f in ("encode.spm", "decode.spm")]
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError, OSError) as exc:
+            raise ValueError(f"{directory} is not a valid Marian tokenizer folder: {exc!r}") from exc
+        if meta.get("type") != "marian" or not isinstance(vocab, dict):
+            raise ValueError(f"{directory} is not a Marian tokenizer folder")
+        return cls(*protos, vocab, **ids)
+
+    def __repr__(self) -> str:
+        return f"MarianTokenizer(vocab_size={self.vocab_size})"
+
+
+def load_tokenizer(
+    directory: str | os.PathLike,
+) -> SentencePieceTokenizer | SymbolTokenizer | MarianTokenizer:
+    """Load whichever tokenizer a folder holds (tokenizer.model, tokenizer.json or marian.json)."""
     directory = Path(directory)
     model, symbols = directory / SENTENCEPIECE_FILE, directory / SYMBOL_FILE
+    if (directory / MARIAN_FILE).is_file():
+        return MarianTokenizer.load(directory)
     if model.is_file():
         return SentencePieceTokenizer.load(model)
     if symbols.is_file():
