@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 
 from visformer.checkpoint import CONFIG_FILE, WEIGHTS_FILE, CheckpointError, load_checkpoint, save_checkpoint
 from visformer.config import ModelConfig
@@ -207,11 +207,21 @@ def test_missing_config_and_weights(ck: Path) -> None:
         (lambda c: c.update(version=99), "version 99"),
         (lambda c: c.update(format="pytorch"), "not a visformer checkpoint"),
         (lambda c: c["model"].update(n_heads=3), "divisible"),
-        (lambda c: c["model"].update(d_model="16"), "incompatible"),
-        (lambda c: c.update(model=[1, 2]), "incompatible"),
-        (lambda c: c.update(model=None), "incompatible"),
-        (lambda c: c["model"].update(d_model=16.0), "cannot be built"),
-        (lambda c: c["model"].update(n_encoder_layers=1.5), "cannot be built"),
+        (lambda c: c["model"].update(d_model="16"), "model.d_model must be a whole number, got '16'"),
+        (lambda c: c.update(model=[1, 2]), "model must be an object, got list"),
+        (lambda c: c.update(model=None), "model must be an object, got None"),
+        (lambda c: c["model"].update(d_model=16.0), "model.d_model must be a whole number"),
+        (lambda c: c["model"].update(n_encoder_layers=1.5), "n_encoder_layers must be a whole number"),
+        (lambda c: c["model"].update(n_heads=True), "n_heads must be a whole number, got True"),
+        (lambda c: c["model"].update(norm_first=1), "norm_first must be true or false"),
+        (lambda c: c["model"].update(dropout="0.1"), "dropout must be a number"),
+        (lambda c: c["model"].update(architecture=7), "architecture must be text"),
+        (lambda c: c.update(task="bogus"), "task must be one of null, copy"),
+        (lambda c: c.update(task=123), "task must be one of null, copy.*got 123"),
+        (lambda c: c.update(info="a string"), "info must be an object or null, got 'a string'"),
+        (lambda c: c.update(info=[1]), "info must be an object or null, got list"),
+        (lambda c: c.update(train=[1]), "train must be an object or null"),
+        (lambda c: c.update(tokenizer="both"), "tokenizer must be one of shared, separate"),
     ],
 )
 def test_bad_config_values(ck: Path, change: Callable[[dict], None], fragment: str) -> None:
@@ -253,3 +263,58 @@ def test_crash_mid_save_keeps_the_previous_checkpoint(good: Path, tmp_path: Path
     with pytest.raises(OSError):
         save_checkpoint(tmp_path / "fresh", loaded.model, loaded.src_tokenizer, loaded.tgt_tokenizer)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def test_deeply_nested_config_is_refused(ck: Path) -> None:
+    (ck / CONFIG_FILE).write_text("[" * 100_000 + "]" * 100_000)  # json.loads: RecursionError
+    with pytest.raises(CheckpointError, match="config.json is not valid JSON .nested too deeply"):
+        load_checkpoint(ck)
+
+
+def test_metrics_must_be_an_object(ck: Path) -> None:
+    (ck / "metrics.json").write_text("[1, 2, 3]")
+    with pytest.raises(CheckpointError, match="metrics.json must be an object, got list"):
+        load_checkpoint(ck)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int8, torch.bool, torch.complex64, torch.float64,
+                                   torch.float8_e4m3fn, torch.float8_e5m2])  # fmt: skip
+def test_weights_of_other_dtypes_are_refused(ck: Path, dtype: torch.dtype) -> None:
+    tensors = load_file(str(ck / WEIGHTS_FILE))
+    save_file({k: t.to(dtype) for k, t in tensors.items()}, str(ck / WEIGHTS_FILE))
+    with pytest.raises(
+        CheckpointError, match=f"is stored as {str(dtype).replace('torch.', '')}; checkpoints hold"
+    ):
+        load_checkpoint(ck)
+
+
+def _snapshot(ck: Path, tensors: dict[str, torch.Tensor], probes: list[str]) -> None:
+    (ck / "snapshots.json").write_text(json.dumps([{"step": 1, "loss": 1.0, "probes": probes}]))
+    save_file(tensors, str(ck / "snapshots.safetensors"))
+
+
+@pytest.mark.parametrize(
+    "shape, dtype",
+    [
+        ((1, 4, 3, 3), torch.int64),
+        ((4, 3, 3), torch.float16),
+        ((2, 4, 3, 3), torch.float16),
+        ((1, 3, 3, 3), torch.float16),
+    ],
+)
+def test_snapshot_tensors_of_the_wrong_shape_are_refused(ck: Path, shape: tuple, dtype: torch.dtype) -> None:
+    good = {
+        f"0.{kind}.0": torch.zeros(1, 4, 3, 3, dtype=torch.float16)
+        for kind in ("encoder", "decoder", "cross")
+    }
+    _snapshot(ck, good, ["abc"])
+    assert load_checkpoint(ck).snapshots[0].attention.cross[0].shape == (1, 4, 3, 3)  # the right shape loads
+    _snapshot(ck, {**good, "0.cross.0": torch.zeros(shape, dtype=dtype)}, ["abc"])
+    with pytest.raises(CheckpointError, match="snapshots do not match"):
+        load_checkpoint(ck)
+
+
+def test_snapshot_index_must_be_a_list(ck: Path) -> None:
+    (ck / "snapshots.json").write_text(json.dumps({"step": 1}))
+    with pytest.raises(CheckpointError, match="snapshots do not match.*not a list"):
+        load_checkpoint(ck)

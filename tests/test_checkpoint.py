@@ -212,7 +212,7 @@ def _damage_vocab(path: Path) -> None:
         (_damage_unknown_top_key, "unknown keys: extra"),
         (_damage_vocab, "do not match the model"),
         (_damage_nan_weights, "contains NaN or infinite values"),
-        (_damage_float_layers, "incompatible config.json"),
+        (_damage_float_layers, "model.n_encoder_layers must be a whole number, got 1.5"),
         (lambda p: (p / "snapshots.safetensors").write_bytes(b"xx"), "snapshots.safetensors is damaged"),
     ],
 )

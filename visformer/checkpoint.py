@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +33,11 @@ from safetensors.torch import save_file
 from torch import Tensor
 
 from .config import ModelConfig, TrainConfig
-from .i18n import TextError
+from .i18n import Text, TextError
 from .model import AttentionMaps, Transformer
 from .models import attention_layers, build_model
 from .records import Snapshot
+from .tasks import TASKS
 
 FORMAT = "visformer-checkpoint"
 VERSION = 1
@@ -48,6 +49,9 @@ SNAPSHOTS_INDEX = "snapshots.json"
 OPTIMIZER_FILE = "optimizer.safetensors"
 SHARED_TOKENIZER, SRC_TOKENIZER, TGT_TOKENIZER = "tokenizer", "src", "tgt"
 CONFIG_KEYS = {"format", "version", "model", "train", "task", "info", "tokenizer"}
+TOKENIZER_LAYOUTS = ("shared", "separate")
+# weights may be stored in these (loaded as float32); integer, bool, complex or float8 tensors are refused
+WEIGHT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # whole name: re.fullmatch (no "\n" after `$`)
 
 
@@ -293,9 +297,10 @@ def _read_json(path: Path) -> Any:
         raise CheckpointError("error.ckpt_missing", folder=path.parent.name, file=path.name)
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # bad JSON or UTF-8, huge numbers, nesting too deep
+        detail = "nested too deeply" if isinstance(exc, RecursionError) else exc
         raise CheckpointError(
-            "error.ckpt_bad_json", folder=path.parent.name, file=path.name, detail=exc
+            "error.ckpt_bad_json", folder=path.parent.name, file=path.name, detail=detail
         ) from exc
 
 
@@ -311,8 +316,37 @@ def _read_safetensors(path: Path) -> dict[str, Tensor]:
         ) from exc
 
 
-def _read_config(folder: Path) -> dict[str, Any]:
-    """config.json, checked for format, version and unknown keys."""
+def _schema_error(folder: Path, where: str, kind: str, got: Any, **fmt: object) -> CheckpointError:
+    """The one refusal for a config.json value of the wrong kind (`kind`: error.kind.KIND in the locale files)."""
+    shown = type(got).__name__ if isinstance(got, dict | list) else repr(got)[:40]
+    expected = Text(f"error.kind.{kind}", fmt)
+    return CheckpointError("error.ckpt_schema", folder=folder.name, field=where, expected=expected, got=shown)
+
+
+def _check_model_fields(folder: Path, model: dict[str, Any]) -> None:
+    """Every ModelConfig value of its declared kind: whole numbers, a fraction, switches, a name."""
+    for f in fields(ModelConfig):
+        if f.name not in model:
+            continue
+        value, default = model[f.name], f.default
+        if isinstance(default, bool):
+            ok, kind = isinstance(value, bool), "bool"
+        elif isinstance(default, int):
+            ok, kind = isinstance(value, int) and not isinstance(value, bool), "whole"
+        elif isinstance(default, float):
+            ok, kind = isinstance(value, int | float) and not isinstance(value, bool), "number"
+        else:
+            ok, kind = isinstance(value, str), "text"
+        if not ok:
+            raise _schema_error(folder, f"model.{f.name}", kind, value)
+
+
+def read_config(folder: str | os.PathLike) -> dict[str, Any]:
+    """config.json checked against the checkpoint schema (format, version, keys, the kind of every value).
+
+    The one reader of a checkpoint's config: loading, importing and the app's model cards all go through it.
+    """
+    folder = Path(folder)
     config = _read_json(folder / CONFIG_FILE)
     if not isinstance(config, dict) or config.get("format") != FORMAT:
         raise CheckpointError("error.ckpt_not_config", folder=folder.name)
@@ -321,7 +355,24 @@ def _read_config(folder: Path) -> dict[str, Any]:
         raise CheckpointError("error.ckpt_unknown_keys", folder=folder.name, keys=", ".join(unknown))
     if config.get("version") != VERSION:
         raise CheckpointError(
-            "error.ckpt_version", folder=folder.name, version=config.get("version"), expected=VERSION
+            "error.ckpt_version",
+            folder=folder.name,
+            version=repr(config.get("version"))[:20],
+            expected=VERSION,
+        )
+    if not isinstance(config.get("model"), dict):
+        raise _schema_error(folder, "model", "object", config.get("model"))
+    _check_model_fields(folder, config["model"])
+    if config.get("train") is not None and not isinstance(config["train"], dict):
+        raise _schema_error(folder, "train", "object_or_null", config["train"])
+    if config.get("info") is not None and not isinstance(config["info"], dict):
+        raise _schema_error(folder, "info", "object_or_null", config["info"])
+    task = config.get("task")
+    if task is not None and (not isinstance(task, str) or task not in TASKS):
+        raise _schema_error(folder, "task", "one_of", task, names=", ".join(["null", *TASKS]))
+    if config.get("tokenizer", "shared") not in TOKENIZER_LAYOUTS:
+        raise _schema_error(
+            folder, "tokenizer", "one_of", config.get("tokenizer"), names=", ".join(TOKENIZER_LAYOUTS)
         )
     return config
 
@@ -358,6 +409,13 @@ def _load_weights(folder: Path, model: Transformer) -> None:
         )
     tensors = {k: tensors[k] for k in state if k in tensors}  # model order: the same first error
     for name, tensor in tensors.items():
+        if tensor.dtype not in WEIGHT_DTYPES:
+            raise CheckpointError(
+                "error.ckpt_dtype",
+                folder=folder.name,
+                name=name,
+                dtype=str(tensor.dtype).replace("torch.", ""),
+            )
         if tuple(tensor.shape) != tuple(state[name].shape):
             raise CheckpointError(
                 "error.ckpt_shape",
@@ -378,6 +436,17 @@ def _load_weights(folder: Path, model: Transformer) -> None:
             state[name].copy_(tensor.to(state[name].dtype))
 
 
+def _check_snapshot_map(m: Tensor, probes: int, config: ModelConfig, name: str) -> None:
+    """A snapshot's attention map is (probes, heads, queries, keys) of floats: ValueError otherwise."""
+    if (
+        not m.is_floating_point()
+        or m.dim() != 4
+        or m.shape[0] != probes
+        or m.shape[1] not in (1, config.n_heads)
+    ):
+        raise ValueError(f"tensor {name} has shape {tuple(m.shape)} and dtype {m.dtype}")
+
+
 def _load_snapshots(folder: Path, config: ModelConfig) -> list[Snapshot]:
     """Snapshots from snapshots.safetensors + snapshots.json (empty when absent)."""
     if not (folder / SNAPSHOTS_INDEX).is_file():
@@ -387,8 +456,13 @@ def _load_snapshots(folder: Path, config: ModelConfig) -> list[Snapshot]:
     layers = attention_layers(config)  # per architecture (an RNN has only cross-attention)
     snapshots = []
     try:
+        if not isinstance(index, list):
+            raise TypeError(f"{SNAPSHOTS_INDEX} is a {type(index).__name__}, not a list")
         for i, entry in enumerate(index):
             maps = {kind: [tensors[f"{i}.{kind}.{j}"] for j in range(n)] for kind, n in layers.items()}
+            for kind, ms in maps.items():
+                for m in ms:
+                    _check_snapshot_map(m, len(entry["probes"]), config, f"{i}.{kind}")
             snapshots.append(
                 Snapshot(
                     int(entry["step"]),
@@ -408,7 +482,7 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
     folder = Path(path)
     if not folder.is_dir():
         raise CheckpointError("error.ckpt_no_folder", folder=folder)
-    config = _read_config(folder)
+    config = read_config(folder)
     try:
         model_config = ModelConfig.from_dict(config["model"])
         train_config = TrainConfig.from_dict(config["train"]) if config.get("train") else None
@@ -430,6 +504,8 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
         raise CheckpointError("error.ckpt_unbuildable", folder=folder.name, detail=exc) from exc
     _load_weights(folder, model)
     metrics = _read_json(folder / METRICS_FILE) if (folder / METRICS_FILE).exists() else {}
+    if not isinstance(metrics, dict):
+        raise _schema_error(folder, METRICS_FILE, "object", metrics)
     snapshots = _load_snapshots(folder, model_config)
     return Checkpoint(
         name=folder.name,

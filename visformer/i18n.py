@@ -13,7 +13,7 @@ import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from pathlib import Path
+from pathlib import Path, PurePath
 
 LANGS = ("en", "ko")
 DEFAULT_LANG = "en"
@@ -97,16 +97,25 @@ class Localized(Exception):
         """`exc` as this class, keeping its key; `rename` replaces field values (e.g. temporary paths by names)."""
         rename = rename or {}
         if isinstance(exc, Localized) and exc.text:
-            fmt = {k: rename.get(str(v), v) for k, v in exc.text.fmt.items()}
+            fmt = {k: _renamed(v, rename) for k, v in exc.text.fmt.items()}
             return cls(exc.text.key, **fmt)
-        message = str(exc)
-        for old, new in rename.items():
-            message = message.replace(old, new)
-        return cls(message)
+        return cls(_renamed(str(exc), rename))
 
     def in_language(self, lang: str | None) -> str:
         """The message in `lang`."""
         return self.text.render(lang) if self.text else str(self)
+
+
+def _renamed(value: object, rename: Mapping[str, str]) -> object:
+    """A field with every `rename` key inside it replaced (text, paths, exceptions); numbers stay numbers."""
+    if not isinstance(value, str | PurePath | BaseException):
+        return value
+    text = str(value)
+    for old, new in sorted(
+        rename.items(), key=lambda item: -len(item[0])
+    ):  # longest first: a path before its name
+        text = text.replace(old, new)
+    return value if text == str(value) else text
 
 
 class TextError(Localized, ValueError):

@@ -1,16 +1,16 @@
 """Checkpoints as .zip files: a safe import of an uploaded archive, and an export for download.
 
 Import never trusts the archive: member names are checked (no '..', absolute paths, backslashes,
-links or unexpected files), the number of files and the total uncompressed size are capped (zip
-bombs), bytes are counted while extracting, the model's size is checked from config.json before any
-weights are allocated, and the extracted folder must load with `load_checkpoint` (JSON and
+links or unexpected files), the number of files, each file's size and the total uncompressed size are
+capped (zip bombs, padded files), bytes are counted while extracting, config.json is read with the schema
+every reader uses and the model's layers, max_len, vocabularies and parameters are bounded before any
+tokenizer is parsed or weights are allocated, and the extracted folder must load with `load_checkpoint` (JSON and
 safetensors only: nothing is unpickled) before `checkpoint.atomic_folder` renames it into place.
 """
 
 from __future__ import annotations
 
 import io
-import json
 import os
 import stat
 import zipfile
@@ -28,12 +28,14 @@ from ..checkpoint import (
     CheckpointError,
     atomic_folder,
     load_checkpoint,
+    read_config,
     safe_checkpoint_dir,
 )
 from ..config import ModelConfig
+from ..i18n import Localized
 from ..tokenizer import SENTENCEPIECE_FILE, SYMBOL_FILE
-from .hosting import HostedLimits
-from .inputs import InputError, count_parameters
+from .hosting import MB, HostedLimits
+from .inputs import InputError, check_session_space, count_parameters, refuse_above
 
 TOKENIZER_FILES = (SENTENCEPIECE_FILE, SYMBOL_FILE)
 ALLOWED_FILES = frozenset(
@@ -45,6 +47,17 @@ ALLOWED_FILES = frozenset(
     }
 )
 _CHUNK = 1 << 16
+# The most each file may hold, in either mode, checked before it is unpacked or parsed (a shipped checkpoint's
+# are far smaller: config.json 3 KB, metrics.json 13 KB, snapshots.json 3 KB, a SentencePiece model 370 KB,
+# snapshots 1.1 MB): a config padded to 60 MB, or a symbol tokenizer of millions of symbols, is refused unread.
+FILE_BYTES = {
+    CONFIG_FILE: 256 * 1024,
+    METRICS_FILE: 8 * MB,
+    SNAPSHOTS_INDEX: 4 * MB,
+    SNAPSHOTS_FILE: 64 * MB,
+    SYMBOL_FILE: 2 * MB,
+    SENTENCEPIECE_FILE: 8 * MB,
+}
 
 
 class ArchiveError(InputError):
@@ -99,6 +112,10 @@ def _plan(archive: zipfile.ZipFile, limits: HostedLimits) -> dict[str, zipfile.Z
         plan[rel] = info
     if CONFIG_FILE not in plan or WEIGHTS_FILE not in plan:
         raise ArchiveError("error.zip_not_checkpoint", config=CONFIG_FILE, weights=WEIGHTS_FILE)
+    for rel, info in plan.items():
+        cap = FILE_BYTES.get(PurePosixPath(rel).name)
+        if cap is not None and info.file_size > cap:
+            raise ArchiveError("error.zip_file_too_big", name=rel, n=info.file_size, limit=cap)
     total = sum(info.file_size for info in plan.values())
     if total > limits.max_archive_bytes:
         raise ArchiveError("error.zip_unpacks", n=total, limit=limits.max_archive_bytes)
@@ -123,16 +140,29 @@ def _extract(
                 dst.write(chunk)
 
 
-def _check_model_size(folder: Path, limits: HostedLimits) -> None:
-    """Refuse a config whose model is over the limit before load_checkpoint allocates it."""
+def check_model_bounds(folder: Path, limits: HostedLimits) -> None:
+    """Refuse a config whose model is over any bound (layers, max_len, vocabulary, parameters) before it is built."""
+    config = read_config(folder)  # the schema every checkpoint reader uses: kinds of values, task, layout
     try:
-        config = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
-        model_config = ModelConfig.from_dict(dict(config["model"]))
-        n = count_parameters(model_config)
-    except (ValueError, TypeError, KeyError, AttributeError, UnicodeDecodeError) as exc:
+        model = ModelConfig.from_dict(dict(config["model"]))
+    except (ValueError, TypeError) as exc:
         raise CheckpointError("error.zip_bad_config", config=CONFIG_FILE, detail=exc) from exc
+    bounds = {
+        "encoder_layers": (model.n_encoder_layers, limits.max_checkpoint_layers),
+        "decoder_layers": (model.n_decoder_layers, limits.max_checkpoint_layers),
+        "max_len": (model.max_len, limits.max_checkpoint_len),
+        "src_vocab": (model.src_vocab_size, limits.max_checkpoint_vocab),
+        "tgt_vocab": (model.tgt_vocab_size, limits.max_checkpoint_vocab),
+    }
+    refuse_above(bounds, "error.zip_bound", ArchiveError)
+    n = count_parameters(model)
     if n > limits.max_checkpoint_params:
         raise ArchiveError("error.zip_params", n=n, limit=limits.max_checkpoint_params)
+
+
+def _named(exc: Localized, folder: Path, name: str) -> Localized:
+    """The same error with the temporary folder's path and name replaced by the checkpoint's name."""
+    return type(exc).passing(exc, {str(folder): name, folder.name: name})
 
 
 def import_checkpoint_zip(
@@ -153,6 +183,7 @@ def import_checkpoint_zip(
         raise InputError.passing(exc) from exc
     if target.exists() and not overwrite:
         raise InputError("error.name_taken", name=repr(name))
+    check_session_space(root, limits, adding=len(data))
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError) as exc:
@@ -163,8 +194,11 @@ def import_checkpoint_zip(
             _extract(archive, plan, tmp, limits)
         except (zipfile.BadZipFile, EOFError, OSError, NotImplementedError, RuntimeError) as exc:
             raise ArchiveError("error.zip_damaged", detail=exc) from exc
-        _check_model_size(tmp, limits)
-        load_checkpoint(tmp)  # raises CheckpointError for anything damaged, foreign or mismatched
+        try:
+            check_model_bounds(tmp, limits)
+            load_checkpoint(tmp)  # raises CheckpointError for anything damaged, foreign or mismatched
+        except Localized as exc:  # messages name the checkpoint, never the temporary folder
+            raise _named(exc, tmp, name) from exc
     return target
 
 

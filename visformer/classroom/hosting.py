@@ -12,7 +12,9 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
@@ -29,6 +31,14 @@ _FALSE = {"0", "false", "no", "off", ""}
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # whole id: re.fullmatch
 
 MB = 1024 * 1024
+UPLOAD_MB = 50  # Streamlit's server.maxUploadSize (.streamlit/config.toml): no upload can be larger
+OPTIONAL = (
+    "max_sentence_tokens",
+    "max_wall_time_s",
+    "train_threads",
+    "max_session_checkpoints",
+    "max_session_bytes",
+)
 
 
 @dataclass(frozen=True)
@@ -49,6 +59,11 @@ class HostedLimits:
     max_archive_bytes: int = 2048 * MB  # an uploaded checkpoint .zip: its size and its unpacked size
     max_archive_files: int = 16
     max_checkpoint_params: int = 500_000_000  # largest model a checkpoint (uploaded or listed) may hold
+    max_checkpoint_layers: int = 48  # per side: an imported config is bounded before anything is built
+    max_checkpoint_len: int = 4096  # max_len: the positional table is max_len x d_model
+    max_checkpoint_vocab: int = 256_000  # per side
+    max_session_checkpoints: int | None = None  # models one session may keep (trained and imported)
+    max_session_bytes: int | None = None  # disk one session's models may take
     # training from the UI
     max_d_model: int = 1024
     max_layers: int = 12  # per side (encoder, decoder)
@@ -89,9 +104,14 @@ class HostedLimits:
             max_samples=10,
             max_upload_bytes=2 * MB,
             max_upload_lines=20_000,
-            max_archive_bytes=64 * MB,
+            max_archive_bytes=UPLOAD_MB * MB,
             max_archive_files=12,
             max_checkpoint_params=20_000_000,
+            max_checkpoint_layers=12,
+            max_checkpoint_len=1024,
+            max_checkpoint_vocab=64_000,
+            max_session_checkpoints=10,
+            max_session_bytes=200 * MB,
             max_d_model=128,
             max_layers=2,
             max_heads=8,
@@ -125,7 +145,7 @@ def _parse_value(name: str, raw: Any, where: str) -> Any:
     if name in ("is_hosted", "session_folders"):
         return _parse_bool(raw, where)
     if raw is None or str(raw).strip().lower() in ("none", ""):
-        if name in ("max_sentence_tokens", "max_wall_time_s", "train_threads"):
+        if name in OPTIONAL:
             return None
         raise ValueError(f"{where} needs a number")
     try:
@@ -185,8 +205,8 @@ def session_folder_name(session_id: str) -> str:
     """A folder name for a session id: the id itself when plain, else a hash of it (never a path)."""
     text = str(session_id)
     if _SESSION_ID.fullmatch(text) and not text.startswith(("-", "_")):
-        return "s-" + text
-    return "s-" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        return SESSION_PREFIX + text
+    return SESSION_PREFIX + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def session_checkpoint_root(root: str | os.PathLike, session_id: str) -> Path:
@@ -207,6 +227,67 @@ def user_checkpoint_root(root: str | os.PathLike, session_id: str | None, limits
             raise ValueError("hosted mode keeps each session's checkpoints private: a session id is needed")
         return session_checkpoint_root(root, session_id)
     return Path(root)
+
+
+SESSION_PREFIX = "s-"
+# what checkpoint.atomic_folder leaves behind when a save or an import is killed: .NAME.tmp-PID-HEX, .NAME.old-PID-HEX
+_LEFTOVER = re.compile(r"\..+\.(tmp|old)-\d+-[0-9a-f]{8}")
+STALE_S = 3600.0  # a save or an import takes seconds: a leftover this old belongs to no living one
+
+
+def folder_bytes(path: str | os.PathLike) -> int:
+    """Bytes of the files below a folder (links are not followed; 0 when it does not exist)."""
+    total = 0
+    for base, _, names in os.walk(path):
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(base, name)).st_size
+            except OSError:  # removed meanwhile
+                pass
+    return total
+
+
+def newest_mtime(path: str | os.PathLike) -> float:
+    """The latest modification time of a folder or anything below it."""
+    times = [os.lstat(path).st_mtime]
+    for base, dirs, names in os.walk(path):
+        for name in dirs + names:
+            try:
+                times.append(os.lstat(os.path.join(base, name)).st_mtime)
+            except OSError:
+                pass
+    return max(times)
+
+
+def sweep_leftovers(
+    root: str | os.PathLike, older_than_s: float = STALE_S, now: float | None = None
+) -> list[Path]:
+    """Remove temporary folders of killed saves and imports in root and its session folders; the removed ones."""
+    root, now = Path(root), time.time() if now is None else now
+    if not root.is_dir():
+        return []
+    folders = [root, *(p for p in root.iterdir() if p.is_dir() and p.name.startswith(SESSION_PREFIX))]
+    removed = []
+    for folder in folders:
+        for path in folder.iterdir():
+            if _LEFTOVER.fullmatch(path.name) and path.is_dir() and not path.is_symlink():
+                if now - newest_mtime(path) > older_than_s:
+                    shutil.rmtree(path, ignore_errors=True)
+                    removed.append(path)
+    return removed
+
+
+def old_sessions(root: str | os.PathLike, older_than_s: float, now: float | None = None) -> list[Path]:
+    """Session folders (root/s-*) in which nothing changed for `older_than_s` seconds, oldest first."""
+    root, now = Path(root), time.time() if now is None else now
+    if not root.is_dir():
+        return []
+    found = [
+        (newest_mtime(p), p)
+        for p in root.iterdir()
+        if p.is_dir() and not p.is_symlink() and p.name.startswith(SESSION_PREFIX)
+    ]
+    return [p for mtime, p in sorted(found) if now - mtime > older_than_s]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,11 +16,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..checkpoint import safe_checkpoint_dir
+from ..checkpoint import list_checkpoints, safe_checkpoint_dir
 from ..config import ModelConfig, TrainConfig
 from ..data import Pair, read_parallel, read_tsv, token_room
 from ..i18n import Text, TextError
-from .hosting import HostedLimits
+from .hosting import HostedLimits, folder_bytes
 
 # bidirectional overrides/isolates can make text display differently from what it is ("Trojan source")
 _BIDI_CONTROLS = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
@@ -303,13 +303,26 @@ def check_model_config(config: ModelConfig, limits: HostedLimits | None = None) 
         "tgt_vocab": (config.tgt_vocab_size, limits.max_vocab_size),
         "max_len": (config.max_len, limits.max_len),
     }
-    for what, (value, bound) in bounds.items():
-        if value > bound:
-            raise InputError("error.above_limit", what=Text(f"error.what.{what}"), value=value, bound=bound)
+    refuse_above(bounds)
     n = count_parameters(config)
     if n > limits.max_params:
         raise InputError("error.too_many_params", n=n, limit=limits.max_params)
     return n
+
+
+def check_session_space(root: str | Path, limits: HostedLimits | None = None, adding: int = 0) -> None:
+    """InputError when a session's folder holds as many models, or as many bytes (+ adding), as it may."""
+    limits = limits or HostedLimits.local()
+    if limits.max_session_checkpoints is None and limits.max_session_bytes is None:
+        return
+    n, used = len(list_checkpoints(root)), folder_bytes(root)
+    full_n = limits.max_session_checkpoints is not None and n >= limits.max_session_checkpoints
+    full_bytes = limits.max_session_bytes is not None and used + adding > limits.max_session_bytes
+    if full_n or full_bytes:
+        raise InputError(
+            "error.session_full", n=n, size=_mb(used), limit_n=limits.max_session_checkpoints or "-",
+            limit_size=_mb(limits.max_session_bytes) if limits.max_session_bytes else "-",
+        )  # fmt: skip
 
 
 def bounded_train_config(config: TrainConfig, limits: HostedLimits | None = None) -> TrainConfig:

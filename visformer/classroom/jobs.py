@@ -33,7 +33,7 @@ from ..recipes import Prepared, RunSpec, model_config, prepare_data
 from ..records import EvalMetrics, StepMetrics
 from ..training import Trainer, TrainingDiverged
 from .hosting import HostedLimits, run_slots
-from .inputs import InputError, bounded_train_config, check_model_config
+from .inputs import InputError, bounded_train_config, check_model_config, check_session_space
 
 log = logging.getLogger(__name__)
 
@@ -360,6 +360,7 @@ class JobRegistry:
         """Start a run for `owner`; hosting.BusyError when the owner has one going or every slot is taken."""
         safe_checkpoint_dir(root, spec.name)  # refuse a bad name before a thread starts
         bounded_train_config(spec.train, limits)
+        check_session_space(root, limits)  # hosted: a session keeps at most so many models, so many bytes
         slots = run_slots(limits)
         slots.acquire(owner)  # raises BusyError with a message for the page
         try:
