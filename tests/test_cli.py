@@ -125,15 +125,109 @@ def test_train_on_a_corpus_with_split_and_test(tmp_path: Path) -> None:
         (["train", "--corpus", "/no/a.txt", "/no/b.txt", "--out", "OUT"], "file not found"),
         (["evaluate", "--checkpoint", "CKPT", "--src", "/no/src", "--ref", "/no/ref"], "file not found"),
         (["train", "--task", "copy", "--out", "../../x y"], "invalid checkpoint name"),
+        (
+            ["translate", "--checkpoint", "CKPT", "x", "--beam-size", "100000"],
+            "--beam-size must be at most 64",
+        ),
+        (["translate", "--checkpoint", "CKPT", "x", "--beam-size", "0"], "--beam-size must be at least 1"),
+        (
+            ["translate", "--checkpoint", "CKPT", "x", ""],
+            "sentence 2 is empty: there is nothing to translate",
+        ),
+        (["translate", "--checkpoint", "CKPT", "   "], "sentence 1 is empty"),
+        (
+            ["evaluate", "--checkpoint", "CKPT", "--src", "S", "--ref", "S", "--batch-size", "0"],
+            "--batch-size must be at least 1",
+        ),
+        (
+            ["evaluate", "--checkpoint", "CKPT", "--src", "S", "--ref", "S", "--batch-size", "5000"],
+            "--batch-size must be at most 1024",
+        ),
+        (
+            [
+                "evaluate",
+                "--checkpoint",
+                "CKPT",
+                "--src",
+                "S",
+                "--ref",
+                "S",
+                "--beam-size",
+                "64",
+                "--batch-size",
+                "128",
+            ],
+            "at most 4096, got 64 x 128",
+        ),
+        (
+            ["evaluate", "--checkpoint", "CKPT", "--src", "LATIN1", "--ref", "S"],
+            "LATIN1 is not UTF-8 text (bad byte at line 2)",
+        ),
+        (["train", "--task", "copy", "--out", "OUT", "--threads", "0"], "--threads must be at least 1"),
     ],
 )
 def test_bad_input_gives_one_line_error(
     args: list[str], message: str, tmp_path: Path, reverse_ckpt: Path, capsys
 ) -> None:
-    args = [a.replace("OUT", str(tmp_path / "o")).replace("CKPT", str(reverse_ckpt)) for a in args]
+    (tmp_path / "s.txt").write_text("a b\n")
+    (tmp_path / "latin1.txt").write_bytes("ok\ncaf\xe9\n".encode("latin-1"))
+    names = {
+        "OUT": tmp_path / "o",
+        "CKPT": reverse_ckpt,
+        "LATIN1": tmp_path / "latin1.txt",
+        "S": tmp_path / "s.txt",
+    }
+    args = [str(names.get(a, a)) for a in args]
+    message = message.replace("LATIN1", str(names["LATIN1"]))
     assert main(args) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and "Traceback" not in err
+
+
+TOY = ["--task", "copy", "--steps", "2", "--n-train", "50", "--n-valid", "5", "--eval-every", "2", *TINY]
+
+
+def test_train_never_replaces_a_folder_it_did_not_write(tmp_path: Path, capsys) -> None:
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "notes").write_text("x")
+    assert main(["train", "--out", str(precious), *TOY]) == 2
+    assert "is a folder that is not a visformer checkpoint" in capsys.readouterr().err
+    assert main(["train", "--out", str(precious), "--overwrite", *TOY]) == 2  # not even when asked
+    assert (precious / "notes").read_text() == "x" and sorted(p.name for p in precious.iterdir()) == ["notes"]
+    a_file = tmp_path / "a-file"
+    a_file.write_text("y")
+    assert main(["train", "--out", str(a_file), "--overwrite", *TOY]) == 2
+    assert "exists and is not a folder" in capsys.readouterr().err and a_file.read_text() == "y"
+
+
+def test_train_replaces_a_checkpoint_only_with_overwrite(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "run"
+    out.mkdir()  # an empty folder is fine
+    assert main(["train", "--out", str(out), *TOY]) == 0
+    stamp = (out / "config.json").stat().st_mtime_ns
+    assert main(["train", "--out", str(out), *TOY]) == 2
+    assert "is a checkpoint already; add --overwrite to replace it" in capsys.readouterr().err
+    assert (out / "config.json").stat().st_mtime_ns == stamp
+    assert main(["train", "--out", str(out), "--overwrite", *TOY]) == 0
+    assert (out / "config.json").stat().st_mtime_ns != stamp
+    assert main(["average", str(out), "--out", str(out)]) == 2  # average asks too
+    assert main(["average", str(out), "--out", str(out), "--overwrite"]) == 0
+    assert load_checkpoint(out).info["averaged"][0]["name"] == "run"
+
+
+def test_prepare_refuses_a_folder_it_did_not_write(tmp_path: Path, capsys) -> None:
+    from visformer.cli import check_out
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "thesis.tex").write_text("x")
+    assert main(["prepare", "--mix", "en-de", "--data", str(tmp_path / "none"), "--out", str(folder)]) == 2
+    assert "holds files that prepare did not write; add --overwrite" in capsys.readouterr().err
+    assert check_out(str(folder), overwrite=True, kind="data") == folder
+    (folder / "thesis.tex").unlink()
+    (folder / "manifest.json").write_text("{}")  # an earlier prepare's folder: written again
+    assert check_out(str(folder), kind="data") == folder
 
 
 def test_python_dash_m_entry_point(reverse_ckpt: Path) -> None:

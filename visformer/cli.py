@@ -15,6 +15,8 @@ import torch
 
 from . import recipes
 from .checkpoint import (
+    CONFIG_FILE,
+    FORMAT,
     CheckpointError,
     average_checkpoints,
     load_checkpoint,
@@ -61,6 +63,7 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--test", nargs=2, metavar=("SRC", "TGT"), help="test files scored after training")
     p.add_argument("--out", required=True, help="checkpoint folder to write")
+    overwrite_option(p)
     p.add_argument(
         "--resume",
         metavar="DIR",
@@ -194,6 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     a = sub.add_parser("average", help="average the weights of checkpoints of one run (as the paper does)")
     a.add_argument("checkpoints", nargs="+", help="checkpoint folders, oldest first")
     a.add_argument("--out", required=True, help="checkpoint folder to write")
+    overwrite_option(a)
     a.add_argument("--float32", action="store_true", help="store float32 weights (default float16)")
     m = sub.add_parser(
         "import-marian", help="convert an OPUS-MT (Marian) model into a visformer checkpoint folder",
@@ -202,6 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     m.add_argument("source", help="a save_pretrained folder or a Hugging Face model id")
     m.add_argument("--out", required=True, help="checkpoint folder to write (e.g. checkpoints/opus-mt-ko-en)")
+    overwrite_option(m)
     r = sub.add_parser("prepare", help="write a shipped model's corpus mix with clean held-out splits")
     r.add_argument(
         "--mix",
@@ -210,6 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--data", required=True, help="folder holding the corpora (e.g. ../shared/data)")
     r.add_argument("--out", required=True, help="folder for train/valid/test files and manifest.json")
+    overwrite_option(r, "a non-empty folder that prepare did not write (one without manifest.json)")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument(
         "--back-translator", metavar="DIR",
@@ -484,17 +490,51 @@ def build_trainer(args: argparse.Namespace) -> tuple[Trainer, list]:
     return Trainer(model, train, valid, src_tok, tgt_tok, train_config, task=args.task), test
 
 
-def check_out(out: str) -> Path:
-    """--out as a checkpoint folder: its name must be a safe checkpoint name (checkpoint.safe_checkpoint_dir)."""
+def _is_checkpoint(path: Path) -> bool:
+    """Whether a folder holds a visformer checkpoint's config.json (damaged or not otherwise)."""
+    try:
+        return json.loads((path / CONFIG_FILE).read_text(encoding="utf-8")).get("format") == FORMAT
+    except (OSError, ValueError, RecursionError, AttributeError):
+        return False
+
+
+def check_out(out: str, overwrite: bool = False, kind: str = "checkpoint") -> Path:
+    """--out of a command that writes a folder: never replaces anything it was not asked to.
+
+    kind "checkpoint": the name must be a safe checkpoint name; an existing checkpoint is replaced only with
+    --overwrite; any other file, or a folder with files in it, is refused. kind "data" (prepare): a folder
+    with files but no manifest.json is replaced only with --overwrite. Every command that writes a folder calls this.
+    """
     from .checkpoint import safe_checkpoint_dir
 
     path = Path(out)
-    return safe_checkpoint_dir(path.parent, path.name)
+    if kind == "checkpoint":
+        path = safe_checkpoint_dir(path.parent, path.name)
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        raise UsageError(f"--out {out} exists and is not a folder: choose another --out")
+    if not path.is_dir() or not any(path.iterdir()):
+        return path
+    if kind == "data":
+        if not (path / "manifest.json").is_file() and not overwrite:
+            raise UsageError(
+                f"--out {out} holds files that prepare did not write; add --overwrite to write into it"
+            )
+        return path
+    if not _is_checkpoint(path):
+        raise UsageError(f"--out {out} is a folder that is not a visformer checkpoint: choose another --out")
+    if not overwrite:
+        raise UsageError(f"--out {out} is a checkpoint already; add --overwrite to replace it")
+    return path
+
+
+def overwrite_option(p: argparse.ArgumentParser, what: str = "an existing checkpoint") -> None:
+    """--overwrite, for every command that writes a folder (see check_out)."""
+    p.add_argument("--overwrite", action="store_true", help=f"replace {what} at --out")
 
 
 def cmd_train(args: argparse.Namespace) -> int:
     """`train`: build data, tokenizers and model, train, save the checkpoint (rank 0)."""
-    check_out(args.out)
+    check_out(args.out, args.overwrite)
     distributed = _init_distributed()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -547,6 +587,9 @@ def inference_threads(args: argparse.Namespace) -> int:
 
 def cmd_translate(args: argparse.Namespace) -> int:
     """`translate`: print one translation per sentence."""
+    empty = [i for i, text in enumerate(args.sentences, 1) if not text.strip()]
+    if empty:
+        raise UsageError(f"sentence {empty[0]} is empty: there is nothing to translate")
     ckpt = load_checkpoint(args.checkpoint)
     with torch_threads(inference_threads(args)):
         hyps = translate_all(
@@ -563,7 +606,12 @@ def _read_lines(path: str) -> list[str]:
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"file not found: {path}")
-    return p.read_text(encoding="utf-8").rstrip("\n").split("\n")
+    data = p.read_bytes()
+    try:
+        return data.decode("utf-8").rstrip("\n").split("\n")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise UsageError(f"{path} is not UTF-8 text (bad byte at line {line}); re-save it as UTF-8") from exc
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -632,7 +680,7 @@ def _typed_scores(ckpt: Any, src: list[str], ref: list[str], args: argparse.Name
 
 def cmd_average(args: argparse.Namespace) -> int:
     """`average`: one checkpoint whose weights are the mean of the given checkpoints'."""
-    check_out(args.out)
+    check_out(args.out, args.overwrite)
     out = average_checkpoints(args.checkpoints, args.out, half=not args.float32)
     print(f"saved {out}: the average of {len(args.checkpoints)} checkpoints")
     return 0
@@ -642,6 +690,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     """`prepare`: build a corpus mix's split files (back-translating with --back-translator where it asks)."""
     from .corpora import prepare
 
+    check_out(args.out, args.overwrite, kind="data")
     translator = load_checkpoint(args.back_translator) if args.back_translator else None
     with torch_threads(inference_threads(args)):
         manifest = prepare(args.mix, args.data, args.out, seed=args.seed, back_translator=translator,
@@ -654,7 +703,7 @@ def cmd_import_marian(args: argparse.Namespace) -> int:
     """`import-marian`: an OPUS-MT model (folder or Hub id) as a visformer checkpoint folder."""
     from .marian import import_marian
 
-    check_out(args.out)
+    check_out(args.out, args.overwrite)
     out = import_marian(args.source, args.out)
     ckpt = load_checkpoint(out)
     print(f"saved {out}: {ckpt.model.num_parameters():,} parameters, imported from {args.source}")
@@ -671,14 +720,34 @@ COMMANDS = {
 }
 
 
+MAX_BEAM_SIZE = 64  # beam 100,000 took 22 GB before the kernel killed it
+MAX_BATCH_SIZE = 1024
+MAX_HYPOTHESES = 4096  # beam size x batch size: hypotheses decoded at once (their logits: 4096 x vocabulary)
+
+
+def check_numbers(args: argparse.Namespace) -> str:
+    """What is wrong with the numbers on the command line ("" when nothing)."""
+    for name in ("steps", "beam_size", "batch_size", "max_tokens", "n_train", "n_valid", "threads"):
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            return f"--{name.replace('_', '-')} must be at least 1, got {value}"
+    beam, batch = getattr(args, "beam_size", None) or 1, getattr(args, "batch_size", None) or 1
+    if beam > MAX_BEAM_SIZE:
+        return f"--beam-size must be at most {MAX_BEAM_SIZE}, got {beam} (the paper used 4)"
+    if batch > MAX_BATCH_SIZE:
+        return f"--batch-size must be at most {MAX_BATCH_SIZE}, got {batch}"
+    if beam * batch > MAX_HYPOTHESES:
+        return f"--beam-size x --batch-size must be at most {MAX_HYPOTHESES}, got {beam} x {batch}: lower --batch-size"
+    return ""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: parse, run, and turn expected failures into one-line errors (exit code 2)."""
     args = build_parser().parse_args(argv)
-    for name in ("steps", "beam_size", "max_tokens", "n_train", "n_valid"):
-        value = getattr(args, name, None)
-        if value is not None and value < 1:
-            print(f"error: --{name.replace('_', '-')} must be at least 1, got {value}", file=sys.stderr)
-            return 2
+    problem = check_numbers(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     try:
         return COMMANDS[args.command](args)
     except (UsageError, CheckpointError, ValueError, OSError) as exc:
