@@ -11,6 +11,10 @@ from visformer import ModelConfig, Transformer
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
+# Tests run tiny models: one torch thread is faster than several on a small shared machine (one model test took
+# 70 s with the default threads and 8.5 s with one on 2 cores), and results do not depend on the core count.
+torch.set_num_threads(1)
+
 
 @pytest.fixture(autouse=True)
 def _deterministic() -> None:
