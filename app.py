@@ -219,8 +219,14 @@ def credits() -> None:
 
 
 def share_link(url_path: str) -> None:
-    """The sidebar's shareable link to this exact view (st.code has a copy button)."""
-    query = urlencode(st.query_params.to_dict())
+    """The sidebar's shareable link to this exact view (st.code has a copy button).
+
+    It always names the language and the model, so the link opens as the sender sees it whatever page it is
+    and whatever the receiver's browser language.
+    """
+    params = {"checkpoint": st.session_state.get("checkpoint") or "", **st.query_params.to_dict()}
+    params.setdefault("lang", session.lang())
+    query = urlencode({k: v for k, v in params.items() if v})
     here = st.context.url  # the page's address without its query (None outside a browser)
     link = (here or f"/{url_path}") + (f"?{query}" if query else "")
     with st.sidebar:
@@ -250,7 +256,13 @@ def main() -> None:
         p for p, page in zip(pages.values(), shown, strict=True) if page._script_hash == nav._script_hash
     )
     sidebar(page_about(here))
-    nav.run()
+    framed = session.FRAMED.set(True)
+    try:
+        nav.run()
+    except session.PageEnd:  # a page that ends early (no model of its kind yet) keeps its share link
+        pass
+    finally:
+        session.FRAMED.reset(framed)
     share_link(nav.url_path)
 
 

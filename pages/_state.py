@@ -6,6 +6,8 @@ Not a page: a helper module of pages/ (st.navigation in app.py lists the pages).
 from __future__ import annotations
 
 import uuid
+from contextvars import ContextVar
+from typing import NoReturn
 
 import streamlit as st
 
@@ -96,6 +98,20 @@ def switch_checkpoint(key: str, keep_sentence: bool = False) -> None:
         state["sentence"] = ""
     state["step"] = 0
     state["ablate"] = []
+
+
+class PageEnd(Exception):
+    """Raised by end_page(): the page has said all it can; the frame (app.py) still draws its share link."""
+
+
+FRAMED: ContextVar[bool] = ContextVar("framed", default=False)  # set by app.py while it runs a page
+
+
+def end_page() -> NoReturn:
+    """End the page here, like st.stop(), but let the frame finish the sidebar (st.stop() would stop it too)."""
+    if FRAMED.get():
+        raise PageEnd
+    st.stop()  # a page run on its own, outside app.py's frame
 
 
 def capitalised(text: str) -> str:

@@ -78,7 +78,7 @@ st.markdown(tr("models.lm.intro"))
 enc_ck, dec_ck = load(ENCODER), load(DECODER)
 if enc_ck is None or dec_ck is None:
     st.warning(tr("models.lm.missing", names=f"{ENCODER}, {DECODER}"))
-    st.stop()
+    session.end_page()
 cfg = enc_ck.model_config
 st.caption(tr("models.lm.about_models", layers=cfg.n_encoder_layers, heads=cfg.n_heads, d=cfg.d_model,
               params=f"{enc_ck.model.num_parameters():,}", enc_ppl=perplexity(enc_ck), dec_ppl=perplexity(dec_ck)))  # fmt: skip
@@ -93,7 +93,7 @@ try:
 except ValueError as exc:
     st.warning(tr("models.lm.bad_sentence", reason=session.error(exc, capital=False)))
     session.sync_url(KEYS)
-    st.stop()
+    session.end_page()
 
 # [MASK]: the one the student wrote, or a word picked to hide
 words = lms.mask_words(sentence)

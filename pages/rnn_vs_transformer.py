@@ -100,7 +100,7 @@ st.markdown(tr("models.cmp.intro"))
 found = pairs()
 if not found:
     st.warning(tr("models.cmp.missing"))
-    st.stop()
+    session.end_page()
 names = sorted(found, key=lambda n: (architecture_of(catalogue.checkpoint_roots()[0] / n) == "rnn-none", n))
 state = st.session_state
 if state.get("cmp_rnn") not in names:  # a first visit, or a link naming a model that is not here
@@ -116,13 +116,13 @@ try:
 except ValueError as exc:
     st.warning(tr("models.cmp.bad_sentence", reason=session.error(exc, capital=False)))
     session.sync_url(KEYS)
-    st.stop()
+    session.end_page()
 
 try:
     rnn_ck, tf_ck = loading.load(*folder(rnn_name)), loading.load(*folder(found[rnn_name]))
 except (CheckpointError, OSError) as exc:
     st.error(session.error(exc))
-    st.stop()
+    session.end_page()
 reference = cmp.task_reference(rnn_ck.task, sentence)
 if reference is not None:
     st.markdown(tr("models.cmp.task", task=rnn_ck.task, answer=escape_markdown(reference[0])))

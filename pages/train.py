@@ -20,7 +20,6 @@ from visformer.data import Pair
 from visformer.download import DATA_ENV, SHARED_DATA
 from visformer.explain import training as tfig
 from visformer.explain import views as sup
-from visformer.models import SEQ2SEQ_ARCHITECTURES
 from visformer.tasks import TASKS
 
 session.ensure_frame()
@@ -31,7 +30,7 @@ SOURCE_KEYS = dict(
 )
 UPLOAD_KINDS = ["Two aligned files", "One TSV file"]
 UPLOAD_KEYS = dict(zip(UPLOAD_KINDS, ("train.upload.two", "train.upload.tsv"), strict=True))
-ARCHITECTURES = [a for a in SEQ2SEQ_ARCHITECTURES if a != "rnn-dot"]  # rnn-dot: Luong without W, not offered
+ARCHITECTURES = list(sup.TRAIN_PARAMS["train_arch"].options)  # rnn-dot (Luong without W) is not offered
 SIZES = [*recipes.PRESETS, "custom"]
 BATCH_TOKENS = [256, 512, 1024, 2048, 4096, 8192]
 STEP_OPTIONS = [10, 20, 50, 100, 200, 300, 400, 600, 800, 1000, 1500, 2000, 3000, 5000, 10_000, 20_000]
@@ -484,6 +483,7 @@ def main() -> None:
     st.divider()
     job = jobs.REGISTRY.get(session.session_id())
     polling = job is not None and job.active
+    session.sync_url(list(sup.TRAIN_PARAMS))
     st.fragment(progress_view, run_every=POLL_SECONDS if polling else None)()
 
 

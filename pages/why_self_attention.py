@@ -78,3 +78,4 @@ with tab_d:
 with tab_steps:
     widgets.chart(cx.steps_figure(bench.by_n, lang), "complexity-steps")
     st.caption(tr("models.cx.steps_caption"))
+session.sync_url([])  # the model and the language: a link opens this page as it is

@@ -12,7 +12,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from tests.test_app import ATTENTION, PE, env, make_checkpoint, roots, run_app  # noqa: F401  (fixtures)
+from tests.test_app import APP, ATTENTION, PE, TIMEOUT, env, make_checkpoint, roots, run_app  # noqa: F401  (fixtures)
 from visformer import i18n
 from visformer.checkpoint import save_checkpoint
 from visformer.classroom import catalogue
@@ -302,6 +302,36 @@ def test_empty_sentence_is_a_capitalised_message() -> None:
     at = run_app(lang="ko")
     at.text_input(key="sentence").input("   ").run()
     assert [e.value for e in at.error] == [i18n.t("frame.empty", "ko")]
+
+
+@pytest.mark.usefixtures("env")
+def test_every_pages_share_link_keeps_the_language_the_model_and_the_view(monkeypatch) -> None:
+    from pages import _state
+
+    root = Path(__file__).resolve().parents[1]
+    for page in [*sorted(f"pages/{f.name}" for f in (root / "pages").glob("[!_]*.py")), "pages/train.py"]:
+        # AppTest's switch_page puts Streamlit back in pages-folder mode, where a page runs without the frame
+        # (no sidebar) unless ensure_frame hands it over again, as on a fresh server
+        monkeypatch.setattr(_state, "_HANDED_OVER", False)
+        at = AppTest.from_file(APP, default_timeout=TIMEOUT)  # a link to this page, in Korean
+        at.query_params.update(lang="ko", checkpoint="tiny-reverse")
+        at.switch_page(page).run()
+        assert not at.exception, (page, [e.value for e in at.exception])
+        assert at.sidebar.code, page
+        link = at.sidebar.code[0].value
+        for part in ("lang=ko", "checkpoint=tiny-reverse"):
+            assert part in link, (page, link)
+        assert at.query_params.get("lang") in ("ko", ["ko"]), (page, at.query_params)  # the address bar too
+    monkeypatch.setattr(_state, "_HANDED_OVER", False)
+    at.selectbox(key="train_task").set_value("reverse").run()  # Train, last: its view is the task
+    assert "train_task=reverse" in at.sidebar.code[0].value
+
+
+@pytest.mark.usefixtures("env")
+def test_a_share_link_names_the_language_the_browser_chose() -> None:
+    at = run_app()  # English from the browser: the URL stays without lang, the link to send names it
+    assert "lang" not in at.query_params
+    assert "lang=en" in at.sidebar.code[0].value
 
 
 @pytest.mark.usefixtures("env")

@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 
 from ..decoding import STRATEGIES
+from ..models import SEQ2SEQ_ARCHITECTURES
+from ..tasks import TASKS
 from .analysis import stack_maps, step_probabilities
 from .kinds import KIND, KINDS, get_kind
 from .language_models import STRATEGIES as LM_STRATEGIES
@@ -229,6 +231,11 @@ TIMELINE_PARAMS: dict[str, ParamSpec] = {
     "tl_average": FlagParam(False),
 }
 
+TRAIN_PARAMS: dict[str, ParamSpec] = {  # the Train page: which toy task and which architecture
+    "train_task": ChoiceParam("copy", tuple(TASKS)),
+    "train_arch": ChoiceParam("transformer", tuple(a for a in SEQ2SEQ_ARCHITECTURES if a != "rnn-dot")),
+}
+
 LM_METRICS = ("entropy / log k", "previous", "diagonal", "first")  # head statistics of the language models
 MODELS_PARAMS: dict[str, ParamSpec] = {  # the language-model and RNN-vs-Transformer pages
     "lm_sentence": TextParam(""),  # "" on a first visit: the page's example
@@ -269,6 +276,7 @@ VIEW_PARAMS: dict[str, ParamSpec] = {
     "lang": ChoiceParam("", ("", "en", "ko")),  # "" = from the browser's locale (visformer.i18n.LANGS)
     "lesson_step": IntParam(1, 1, 12),  # one of visformer.explain.lesson.STEPS, counted from 1
     **TIMELINE_PARAMS,
+    **TRAIN_PARAMS,
     **DECODING_PARAMS,
     **MODELS_PARAMS,
 }
