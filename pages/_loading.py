@@ -20,7 +20,7 @@ from visformer import i18n
 from visformer.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from visformer.classroom import catalogue
 from visformer.classroom.hosting import HostedLimits, load_limits, user_checkpoint_root
-from visformer.classroom.inputs import InputError, clean_sentence, fit_to_model
+from visformer.classroom.inputs import InputError, clean_sentence, escape_markdown, fit_to_model
 from visformer.data import token_room
 from visformer.explain import analysis as an
 from visformer.explain import kinds
@@ -76,7 +76,8 @@ def fitted_sentence(ck: Checkpoint, text: str) -> str:
         room = min(token_room(ck.model_config.max_len), bounds.max_sentence_tokens or math.inf)
         total = len(cleaned.text.split(" "))
         st.info(tr("frame.cut_words", kept=len(fitted.text.split(" ")), total=total, room=room))
-    script_notice(fitted.text)
+    if not script_notice(fitted.text):  # a sentence in another script: that warning says it already
+        unseen_notice(ck, fitted.text)
     return fitted.text
 
 
@@ -102,15 +103,15 @@ def card_of(choice: catalogue.CheckpointChoice) -> catalogue.ModelCard:
     return model_card(str(choice.path), catalogue.checkpoint_stamp(choice.path), choice.key)
 
 
-def script_notice(text: str) -> None:
+def script_notice(text: str) -> bool:
     """A warning when the sentence's script is not the model's source language, and a button to switch model."""
     choice = current_choice()
     if choice is None:
-        return
+        return False
     card = card_of(choice)
     script = script_mismatch(text, card.src_lang)
     if script is None:
-        return
+        return False
     st.warning(tr(f"frame.script.{script}", model=label(choice), lang=language_name(card.src_lang)))
     other = catalogue.choice_for_language(choices(), SCRIPT_LANGS[script])
     if other is not None:
@@ -119,6 +120,16 @@ def script_notice(text: str) -> None:
                   tgt=language_name(theirs.tgt_lang))  # fmt: skip
         st.button(text, key="frame_switch_model", icon=":material/swap_horiz:",
                   on_click=session.switch_checkpoint, args=(other.key, True))  # fmt: skip
+    return True
+
+
+def unseen_notice(ck: Checkpoint, text: str) -> None:
+    """A warning naming the characters the model never saw in training (emoji, symbols): it reads them as bytes."""
+    choice = current_choice()
+    unseen = sup.unseen_characters(ck.src_tokenizer.pieces(ck.src_tokenizer.encode(text)))
+    if unseen and choice is not None:
+        chars = " ".join(escape_markdown(c) for c in unseen)
+        st.warning(tr("frame.unseen", model=label(choice), chars=chars), icon=":material/help:")
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)

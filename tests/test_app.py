@@ -437,3 +437,45 @@ def test_example_sentences_follow_the_checkpoint_language() -> None:
     assert example_text.example_sentences("whatever") == [*example_text.EXAMPLES["en"], *lecture]
     reverse = example_text.example_sentences("reverse", task="reverse")
     assert reverse and all(set(s.split()) <= set("abcdefghijklmnopqrstuvwxyz") for s in reverse)
+
+
+def test_a_run_of_byte_pieces_shows_the_character_it_spells() -> None:
+    pieces = [
+        "▁A",
+        "▁",
+        "<0xEB>",
+        "<0xB5>",
+        "<0x88>",
+        "▁dog",
+        "<0x3F>",
+        "<0xF0>",
+        "<0x9F>",
+        "<0x98>",
+        "<0x80>",
+    ]
+    assert sup.readable_pieces(pieces) == [
+        "▁A", "▁", "뵈 (1/3)", "뵈 (2/3)", "뵈 (3/3)", "▁dog", "?", "😀 (1/4)", "😀 (2/4)", "😀 (3/4)", "😀 (4/4)",
+    ]  # fmt: skip
+    assert sup.readable_pieces(["<0xEB>", "<0xB5>", "x"]) == ["byte EB", "byte B5", "x"]  # half a character
+    assert sup.readable_pieces(["▁<0xEB>", "<unk>"]) == ["▁<0xEB>", "<unk>"]  # only whole byte pieces
+    assert sup.unseen_characters(pieces) == ["뵈", "?", "😀"]
+    assert sup.unseen_characters(["▁A", "▁dog"]) == []
+
+
+SHIPPED_EN_DE = Path(__file__).resolve().parents[1] / "checkpoints" / "en-de"
+
+
+@pytest.mark.skipif(not SHIPPED_EN_DE.is_dir(), reason="the shipped en-de model is not in this tree")
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_unseen_characters_are_named_and_shown_as_characters_not_bytes(lang: str, monkeypatch) -> None:
+    from visformer import i18n
+
+    monkeypatch.setenv("VISFORMER_CHECKPOINTS", str(SHIPPED_EN_DE.parent))
+    at = run_app(checkpoint="en-de", sentence="A dog 🐕 runs ★.", lang=lang)
+    warning = i18n.catalog(lang)["frame.unseen"].split("{chars}")[1][:12]
+    unseen = [w.value for w in at.warning if warning in w.value]
+    assert len(unseen) == 1 and "🐕" in unseen[0] and "★" in unseen[0], [w.value for w in at.warning]
+    ticks = json.dumps([s["layout"] for s in specs(at)], ensure_ascii=False)
+    assert "0xF0" not in ticks and "🐕 (1/4)" in ticks
+    at.text_input(key="sentence").input("A dog runs.").run()
+    assert not [w.value for w in at.warning if warning in w.value], "a sentence the model knows: no warning"

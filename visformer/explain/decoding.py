@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 from ..decoding import BeamNode, Step, Translation
 from ..i18n import has, t
 from .style import escape, layout
+from .views import readable_pieces
 
 if TYPE_CHECKING:
     import pandas as pd  # imported where a table is built: not needed by the first page
@@ -139,8 +140,8 @@ def strategy_view(
 ) -> StrategyView:
     """The view of one Translation (any strategy)."""
 
-    def piece(i: int) -> str:
-        return tgt_tokenizer.pieces([i])[0]
+    def piece(i: int) -> str:  # one token alone: a byte piece names its byte ('byte EB'), not '<0xEB>'
+        return readable_pieces(tgt_tokenizer.pieces([i]))[0]
 
     out = translation.output
     nbest = [(tgt_tokenizer.decode(h.tokens), h.logprob, h.score) for h in out.nbest]
@@ -148,7 +149,7 @@ def strategy_view(
         strategy=strategy,
         params=dict(params),
         text=translation.text,
-        pieces=list(translation.tgt_pieces),
+        pieces=readable_pieces(list(translation.tgt_pieces)),
         logprob=float(out.best.logprob),
         finished=bool(out.best.finished),
         steps=[step_view(s, piece) for s in out.steps],

@@ -356,6 +356,62 @@ class TranslationView:
         return get_kind(kind).sides(self.src_pieces, self.query_pieces)
 
 
+BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")  # SentencePiece's byte fallback: one raw byte of UTF-8
+
+
+def _byte_runs(pieces: list[str]) -> list[tuple[int, int]]:
+    """(start, end) of every run of consecutive byte pieces."""
+    runs, start = [], None
+    for i, piece in enumerate([*pieces, ""]):
+        is_byte = BYTE_PIECE.fullmatch(piece) is not None
+        if is_byte and start is None:
+            start = i
+        elif not is_byte and start is not None:
+            runs.append((start, i))
+            start = None
+    return runs
+
+
+def _run_labels(data: bytes) -> list[str]:
+    """A label per byte: the character it belongs to, with its place when the character takes several bytes.
+
+    '뵈' is three bytes: '뵈 (1/3)', '뵈 (2/3)', '뵈 (3/3)'; a byte that spells no character is 'byte EB'.
+    """
+    labels: list[str] = []
+    i = 0
+    while i < len(data):
+        for width in (1, 2, 3, 4):  # the shortest valid UTF-8 character starting here
+            try:
+                char = data[i : i + width].decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            labels += [char] if width == 1 else [f"{char} ({k}/{width})" for k in range(1, width + 1)]
+            i += width
+            break
+        else:
+            labels.append(f"byte {data[i]:02X}")
+            i += 1
+    return labels
+
+
+def readable_pieces(pieces: list[str]) -> list[str]:
+    """Pieces as a student reads them: a run of byte pieces (<0xEB><0xB5><0x88>) shows the character it spells."""
+    out = list(pieces)
+    for start, end in _byte_runs(out):
+        data = bytes(int(BYTE_PIECE.fullmatch(p).group(1), 16) for p in out[start:end])
+        out[start:end] = _run_labels(data)
+    return out
+
+
+def unseen_characters(pieces: list[str]) -> list[str]:
+    """The characters a sentence's pieces spell with byte pieces: ones the tokenizer never saw in training."""
+    found: list[str] = []
+    for start, end in _byte_runs(pieces):
+        data = bytes(int(BYTE_PIECE.fullmatch(p).group(1), 16) for p in pieces[start:end])
+        found += [ch for ch in data.decode("utf-8", errors="ignore") if not ch.isspace()]
+    return list(dict.fromkeys(found))
+
+
 def translation_view(translation: Any, tgt_tokenizer: Any, source: str) -> TranslationView:
     """Turn a `visformer.decoding.Translation` into arrays and labels."""
     maps = translation.attention
@@ -364,9 +420,9 @@ def translation_view(translation: Any, tgt_tokenizer: Any, source: str) -> Trans
         text=translation.text,
         src_ids=list(translation.src_ids),
         query_ids=list(translation.decoder_input_ids),
-        src_pieces=list(translation.src_pieces),
-        query_pieces=list(tgt_tokenizer.pieces(translation.decoder_input_ids)),
-        output_pieces=list(translation.tgt_pieces),
+        src_pieces=readable_pieces(list(translation.src_pieces)),
+        query_pieces=readable_pieces(list(tgt_tokenizer.pieces(translation.decoder_input_ids))),
+        output_pieces=readable_pieces(list(translation.tgt_pieces)),
         encoder=stack_maps(maps, "encoder"),
         decoder=stack_maps(maps, "decoder"),
         cross=stack_maps(maps, "cross"),
