@@ -194,14 +194,17 @@ def step_section(views: list[dfig.StrategyView]) -> None:
                           persist_state=session.PERSIST, format_func=labels.get)  # fmt: skip
     view = views[names.index(name)]
     with right:
-        step = widgets.index_slider(session.tr("decoding.output_step"), len(view.steps), "dec_step")
+        step = widgets.index_slider(
+            session.tr("decoding.output_step"), len(view.steps), "dec_step", from_one=True
+        )
     st.markdown(session.tr("decoding.output") + " " + widgets.pieces_markdown(view.pieces, highlight=step))
     s = view.steps[step]
     title = session.tr(
-        "decoding.step_title", step=step, n=s.n_kept, token=style.escape(s.candidates[s.chosen])
-    )
+        "decoding.step_title", step=step + 1, n=s.n_kept, token=style.escape(s.candidates[s.chosen])
+    )  # steps count from 1 on screen, from 0 in the code and the URL
     widgets.chart(
-        dfig.candidates_figure(s, title=title, lang=session.lang()), f"decoding-step-{view.strategy}-{step}"
+        dfig.candidates_figure(s, title=title, lang=session.lang()),
+        f"decoding-step-{view.strategy}-{step + 1}",
     )
     note = session.tr(
         f"decoding.note.{view.strategy}" if view.strategy in ("greedy", "beam") else "decoding.note.sample"

@@ -7,6 +7,7 @@ import itertools
 import pytest
 
 from tests.test_app_timeline import chart_specs, env, open_link, open_page, roots  # noqa: F401 (fixtures)
+from visformer.classroom.inputs import escape_markdown
 from visformer.decoding import STRATEGIES
 from visformer.explain import views as sup
 
@@ -147,9 +148,13 @@ def test_url_parameters_restore_the_step_view(env) -> None:  # noqa: F811 (fixtu
     table = at.dataframe[0].value
     assert list(table["strategy"]) == ["top-k (seed=7, top_k=5)", "beam (alpha=0.6, beam_size=3)"]
     assert at.selectbox(key="dec_step_strategy").value == "top-k"
-    assert at.slider(key="dec_step").value == 1
+    step = at.select_slider(key="dec_step")
+    assert (
+        step.value == 1 and step.format_func(step.value) == "2"
+    )  # counted from 0 in the URL, from 1 on screen
     titles = [spec["layout"]["title"]["text"] for spec in chart_specs(at)]
-    assert any(t.startswith("Output step 1:") for t in titles), titles
+    assert any(t.startswith("Output step 2:") for t in titles), titles
+    assert not any(t.startswith("Output step 0") for t in titles), titles
     assert dict(at.query_params) == link  # the page writes back the same link
 
 
@@ -186,7 +191,7 @@ def test_invalid_decoding_parameters_fall_back(env) -> None:  # noqa: F811 (fixt
     )  # off the slider's 0.05 grid, still kept
     assert at.session_state["dec_tab"] == "Step by step"
     assert at.selectbox(key="dec_step_strategy").value == "top-p"
-    assert at.slider(key="dec_step").value == 0
+    assert at.select_slider(key="dec_step").value == 0
     at.session_state["dec_tab"] = "Samples"
     at.run()
     assert not at.exception
@@ -220,5 +225,7 @@ def test_korean_mode_names_strategies_and_refuses_input_in_korean(env) -> None: 
     at.text_input(key="sentence").input("x" * 250).run()
     assert not at.exception
     assert [e.value for e in at.error] == [
-        "'xxxxxxxxxxxxxxxxxxxx…' 단어는 250자입니다. 여기서는 한 단어가 200자를 넘을 수 없습니다. 띄어쓰기가 빠지지 않았나요?"
+        escape_markdown(
+            "'xxxxxxxxxxxxxxxxxxxx…' 단어는 250자입니다. 여기서는 한 단어가 200자를 넘을 수 없습니다. 띄어쓰기가 빠지지 않았나요?"
+        )
     ]
