@@ -297,8 +297,13 @@ def start(spec: recipes.RunSpec, limits: HostedLimits, root: Path) -> None:
 
 
 def open_checkpoint(key: str) -> None:
-    """Pick a checkpoint in the sidebar (a callback: runs before the sidebar widget is drawn)."""
-    st.session_state["checkpoint"] = key
+    """Pick the trained checkpoint (a callback: runs before the sidebar widget is drawn), with its own example.
+
+    The sentence of another model (an English one on a sort-task model: all <unk>) makes no sense to it, so
+    the page it opens on starts from the new model's first example (loading.offer_examples).
+    """
+    session.switch_checkpoint(key)
+    st.session_state["sentence"] = ""
 
 
 def progress_view() -> None:

@@ -10,6 +10,8 @@ from streamlit.testing.v1 import AppTest
 from tests.test_app_timeline import env, open_page, roots  # noqa: F401 (fixtures)
 from visformer.checkpoint import load_checkpoint
 from visformer.classroom import catalogue
+from visformer.classroom.inputs import escape_markdown
+from visformer.explain.examples import example_sentences
 
 TRAIN = "pages/train.py"
 
@@ -55,11 +57,15 @@ def test_a_toy_run_finishes_and_opens_on_the_attention_page(env) -> None:  # noq
     ck = load_checkpoint(user / name)
     assert ck.task == "copy" and ck.metrics["steps"] == 10 and ck.snapshots
     assert f"yours/{name}" in [c.key for c in catalogue.discover_checkpoints()]  # the sidebar picker lists it
+    at.session_state["sentence"] = "Where is the train station?"  # the last model's sentence: not the copy task's
     at.button(key="train_open").click().run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.session_state["checkpoint"] == f"yours/{name}"
     assert [t.value for t in at.title] == ["Attention"]
     assert at.get("plotly_chart")
+    sentence = at.text_input(key="sentence").value
+    assert sentence in example_sentences(f"yours/{name}", ck.info, "copy"), sentence  # its own task's example
+    assert ck.src_tokenizer.unk_id not in ck.src_tokenizer.encode(sentence)
 
 
 def test_stop_ends_the_run_and_keeps_the_model(env) -> None:  # noqa: F811 (fixture imported above)
@@ -94,9 +100,9 @@ def test_uploaded_corpora_are_checked(env) -> None:  # noqa: F811 (fixture impor
     at.radio(key="train_upload_kind").set_value("Two aligned files").run()
     at.file_uploader(key="train_src_file").upload("train.en", b"one\ntwo\nthree\n", "text/plain").run()
     at.file_uploader(key="train_tgt_file").upload("train.de", b"eins\nzwei\n", "text/plain").run()
-    assert any("line counts differ" in e.value and "train.en" in e.value for e in at.error)
+    assert any("line counts differ" in e.value and escape_markdown("train.en") in e.value for e in at.error)
     at.file_uploader(key="train_tgt_file").upload("train.de", b"\xff\xfe bad bytes\n", "text/plain").run()
-    assert any("not UTF-8" in e.value for e in at.error)
+    assert any(escape_markdown("not UTF-8") in e.value for e in at.error)
     assert not at.exception
 
 
