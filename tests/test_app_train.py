@@ -57,7 +57,7 @@ def test_a_toy_run_finishes_and_opens_on_the_attention_page(env) -> None:  # noq
     ck = load_checkpoint(user / name)
     assert ck.task == "copy" and ck.metrics["steps"] == 10 and ck.snapshots
     assert f"yours/{name}" in [c.key for c in catalogue.discover_checkpoints()]  # the sidebar picker lists it
-    at.session_state["sentence"] = "Where is the train station?"  # the last model's sentence: not the copy task's
+    at.session_state["sentence"] = "Where is the train station?"  # another model's sentence
     at.button(key="train_open").click().run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.session_state["checkpoint"] == f"yours/{name}"
