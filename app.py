@@ -171,6 +171,8 @@ def terms(card: catalogue.ModelCard) -> str:
     """Under which terms a checkpoint's weights are offered: MIT for toy tasks, else each corpus's licence."""
     if card.task:
         return session.tr("frame.terms.mit")
+    if card.imported:
+        return f"{card.imported.get('license')} ({card.imported.get('credit')})"
     if not card.corpora:
         return session.tr("frame.terms.unknown")
     return "; ".join(
@@ -191,8 +193,13 @@ def model_card(choice: catalogue.CheckpointChoice | None) -> None:
         lines = [session.tr("frame.card.languages", src=loading.language_name(card.src_lang),
                             tgt=loading.language_name(card.tgt_lang))]  # fmt: skip
         data = card.text("data", lang) or ", ".join(c.name for c in card.corpora)
-        lines.append(session.tr("frame.card.trained_on", data=data or session.tr("frame.card.unknown_data")))
-    if card.parameters:
+        if card.imported:
+            lines.extend(catalogue.imported_lines(card, lang))
+        else:
+            lines.append(
+                session.tr("frame.card.trained_on", data=data or session.tr("frame.card.unknown_data"))
+            )
+    if card.parameters and not card.imported:
         lines.append(session.tr("frame.card.size", params=f"{card.parameters:,}"))
     if card.score:
         lines.append(session.tr("frame.card.score", score=card.score))

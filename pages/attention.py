@@ -17,6 +17,7 @@ from visformer.explain import comparison as cmp
 from visformer.explain import kinds
 from visformer.explain import views as sup
 from visformer.explain.style import escape
+from visformer.tokenizer import BOS_ID
 
 session.ensure_frame()
 
@@ -33,6 +34,7 @@ TAB_TEXT = {
 }
 KEYS = ["sentence", "view", "layer", "head", "tab", "step", "ablate", "stat", "dk", "word", "tword"]
 DK_OPTIONS = [2**i for i in range(11)]  # 1 .. 1024
+COMPACT_FROM = 32  # heads of one kind from which the all-heads grid opens compact (OPUS-MT: 6 x 8 = 48)
 STATS = ("entropy", "diagonal", "previous", "first", "last", "alignment")
 CONFIDENCE_CHIPS = (
     ":red-background[**{}**]",
@@ -111,7 +113,7 @@ def head_figures(
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def grid_figure(
-    path: str, stamp: float, sentence: str, kind: str, layer: int, head: int, lang: str
+    path: str, stamp: float, sentence: str, kind: str, layer: int, head: int, lang: str, compact: bool = False
 ) -> go.Figure:
     """All layers × heads of one kind and each layer's head average, the selected head outlined."""
     view = loading.translation(path, stamp, sentence)
@@ -123,6 +125,7 @@ def grid_figure(
         masked=_masked(kind, len(queries), len(keys)),
         highlight=(layer, head),
         average=True,
+        compact=compact,
         title=tr("grid_title", kind=kind_name(kind)),
         lang=lang,
     )
@@ -571,6 +574,9 @@ def main() -> None:
         return
     key = (*key, sentence)
     header(key, view)
+    start = ck.model_config.decoder_start_id
+    if start != BOS_ID:  # an imported Marian model starts from <pad>, where the texts say <s>
+        st.caption(session.tr("marian.start_token", piece=ck.tgt_tokenizer.pieces([start])[0]))
 
     sizes = kinds.layer_counts(ck.model_config)
     n_heads = ck.model_config.n_heads
@@ -605,8 +611,11 @@ def main() -> None:
 
 
 def all_heads_section(key: tuple, kind: str, layer: int, head: int) -> None:
-    """Every layer and head of one kind, with each layer's mean in the last column."""
-    widgets.chart(grid_figure(*key, kind, layer, head, session.lang()), f"attention-{kind}-all-heads")
+    """Every layer and head of one kind, with each layer's mean in the last column (compact for many heads)."""
+    n_layers, n_heads = loading.translation(*key).stack(kind).shape[:2]
+    compact = st.toggle(tr("grid_compact"), value=n_layers * n_heads >= COMPACT_FROM, key="grid_compact")
+    fig = grid_figure(*key, kind, layer, head, session.lang(), compact)
+    widgets.chart(fig, f"attention-{kind}-all-heads")
     st.caption(tr("grid_caption"))
     if kinds.KIND[kind].queries == "target":
         st.caption(tr("rows_produced"))

@@ -128,8 +128,12 @@ def main() -> None:
         session.sync_url(KEYS)
         return
     choice, ck = loaded
-    if not ck.snapshots:
+    imported = ck.info.get("imported")
+    if imported:  # an imported model (visformer.marian) was never trained here: no history at all
+        st.info(session.tr("marian.no_history", name=choice.label, source=imported.get("source", "?")))
+    elif not ck.snapshots:
         st.info(session.tr("timeline.no_snapshots", name=choice.label))
+    if imported or not ck.snapshots:
         st.page_link(
             "pages/train.py", label=session.tr("timeline.go_train"), icon=":material/model_training:"
         )

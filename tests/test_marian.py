@@ -65,8 +65,19 @@ def _vocab(*protos: bytes, pad_last: bool = True) -> dict[str, int]:
     return vocab
 
 
-def build_marian(folder: Path, *, activation: str = "swish", separate: bool = False, seed: int = 0, **extra):
-    """A random-weight MarianMTModel + tokenizer files written by save_pretrained into folder."""
+def build_marian(
+    folder: Path,
+    *,
+    activation: str = "swish",
+    separate: bool = False,
+    seed: int = 0,
+    steps: int = 60,
+    **extra,
+):
+    """A MarianMTModel trained a few steps + tokenizer files written by save_pretrained into folder.
+
+    `extra` overrides MarianConfig settings (sizes: d_model, encoder_layers, ...; or a variant to refuse).
+    """
     folder.mkdir(parents=True, exist_ok=True)
     src_spm, tgt_spm = _spm(SOURCES), _spm(TARGETS)
     (folder / "source.spm").write_bytes(src_spm)
@@ -78,12 +89,13 @@ def build_marian(folder: Path, *, activation: str = "swish", separate: bool = Fa
         src_vocab = tgt_vocab = _vocab(src_spm, tgt_spm)
     (folder / "vocab.json").write_text(json.dumps(src_vocab), encoding="utf-8")
     pad = src_vocab["<pad>"]
+    sizes = dict(d_model=16, encoder_layers=2, decoder_layers=1, encoder_attention_heads=4,
+                 decoder_attention_heads=4, encoder_ffn_dim=32, decoder_ffn_dim=32)  # fmt: skip
     config = transformers.MarianConfig(
-        vocab_size=len(src_vocab), decoder_vocab_size=len(tgt_vocab), d_model=16, encoder_layers=2,
-        decoder_layers=1, encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=32,
-        decoder_ffn_dim=32, max_position_embeddings=64, activation_function=activation, scale_embedding=True,
-        pad_token_id=pad, decoder_start_token_id=pad, eos_token_id=0, forced_eos_token_id=0,
-        share_encoder_decoder_embeddings=not separate, init_std=0.05, dropout=0.0, **extra,
+        vocab_size=len(src_vocab), decoder_vocab_size=len(tgt_vocab), max_position_embeddings=64,
+        activation_function=activation, scale_embedding=True, pad_token_id=pad, decoder_start_token_id=pad,
+        eos_token_id=0, forced_eos_token_id=0, share_encoder_decoder_embeddings=not separate, init_std=0.05,
+        dropout=0.0, **{**sizes, **extra},
     )  # fmt: skip
     torch.manual_seed(seed)
     model = transformers.MarianMTModel(config)
@@ -93,7 +105,7 @@ def build_marian(folder: Path, *, activation: str = "swish", separate: bool = Fa
         str(folder / "source.spm"), str(folder / "target.spm"), str(folder / "vocab.json"),
         target_vocab_file=str(folder / "target_vocab.json") if separate else None, separate_vocabs=separate,
     )  # fmt: skip
-    _train(model, tokenizer)
+    _train(model, tokenizer, steps)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     (folder / "README.md").write_text(README, encoding="utf-8")
@@ -295,3 +307,26 @@ def test_refusal_message_in_korean(good_folder, tmp_path):
     with pytest.raises(MarianImportError) as info:
         import_marian(str(_edited(good_folder, tmp_path, model_type="bart")), tmp_path / "out")
     assert "가져올 수 없습니다" in info.value.in_language("ko")
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"activation": "swish", "output_bias": True},
+        {
+            "share_embeddings": False,
+            "tie_output": True,
+            "src_vocab_size": 23,
+            "tgt_vocab_size": 31,
+            "output_bias": True,
+        },
+        {"share_embeddings": False, "src_vocab_size": 23, "tgt_vocab_size": 31, "activation": "gelu"},
+    ],
+)
+def test_parameter_count_of_marian_configs_matches_the_built_model(overrides: dict) -> None:
+    from visformer.classroom.inputs import count_parameters
+    from visformer.config import ModelConfig
+    from visformer.model import Transformer
+
+    config = ModelConfig(d_model=16, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=32, **overrides)
+    assert count_parameters(config) == Transformer(config).num_parameters()

@@ -48,6 +48,17 @@ _UNSUPPORTED = (
 )
 
 
+# The published transformers config of Helsinki-NLP/opus-mt-ko-en (the sizes the bench and the hosted-mode
+# checks use; written here from its model card's figures, as this project builds no download into tests).
+OPUS_MT_KO_EN = {
+    "model_type": "marian", "activation_function": "swish", "d_model": 512, "encoder_layers": 6,
+    "decoder_layers": 6, "encoder_attention_heads": 8, "decoder_attention_heads": 8, "encoder_ffn_dim": 2048,
+    "decoder_ffn_dim": 2048, "vocab_size": 65001, "pad_token_id": 65000, "decoder_start_token_id": 65000,
+    "eos_token_id": 0, "max_position_embeddings": 512, "scale_embedding": True, "normalize_before": False,
+    "normalize_embedding": False, "static_position_embeddings": True, "share_encoder_decoder_embeddings": True,
+}  # fmt: skip
+
+
 class MarianImportError(TextError):
     """A Marian model that cannot be imported; the message says why (nothing was written)."""
 
@@ -344,9 +355,31 @@ def reported_scores(readme: str) -> list[dict[str, Any]]:
     return scores[:20]
 
 
-def import_info(source: MarianSource) -> dict[str, Any]:
-    """What the model card says about an imported model: origin, licence, credit, reported scores."""
+_OPUS_PAIR = re.compile(r"opus-mt-([a-z]{2,3})-([a-z]{2,3})(?:$|[-_])")
+_TWO_LETTER = {"kor": "ko", "eng": "en", "deu": "de", "fra": "fr", "jpn": "ja", "spa": "es"}
+
+
+def language_pair(source: MarianSource, out: str | os.PathLike = "") -> dict[str, str]:
+    """src_lang / tgt_lang from an OPUS-MT name (opus-mt-ko-en: the source's, else the output folder's) or
+    tokenizer_config.json; {} when unknown."""
+    for name in (Path(source.where).name, Path(out).name):
+        match = _OPUS_PAIR.search(name.lower())
+        if match:
+            return {"src_lang": match.group(1), "tgt_lang": match.group(2)}
+    try:
+        config = json.loads((source.folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    pair = {k: config.get(f"{side}_lang") for k, side in (("src_lang", "source"), ("tgt_lang", "target"))}
+    if not all(isinstance(v, str) for v in pair.values()):
+        return {}
+    return {k: _TWO_LETTER.get(v, v) for k, v in pair.items()}
+
+
+def import_info(source: MarianSource, out: str | os.PathLike = "") -> dict[str, Any]:
+    """What the model card says about an imported model: languages, origin, licence, credit, reported scores."""
     return {
+        **language_pair(source, out),
         "imported": {
             "from": "marian",
             "source": source.where,
@@ -354,7 +387,11 @@ def import_info(source: MarianSource) -> dict[str, Any]:
             "credit": OPUS_CREDIT,
             "reported_scores": reported_scores(source.readme),
             "trained_by_visformer": False,
-        }
+            "size": {
+                k: source.config.get(k) for k in ("d_model", "encoder_layers", "decoder_layers", "vocab_size")
+            }
+            | {"heads": source.config.get("encoder_attention_heads")},
+        },
     }
 
 
@@ -364,4 +401,4 @@ def import_marian(source: str, out: str | os.PathLike) -> Path:
     marian = read_source(folder, where)
     model = build_model(marian)
     src_tok, tgt_tok = build_tokenizers(marian, model.config)
-    return save_checkpoint(out, model, src_tok, tgt_tok, info=import_info(marian))
+    return save_checkpoint(out, model, src_tok, tgt_tok, info=import_info(marian, out))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..checkpoint import list_checkpoints
 from ..models import SEQ2SEQ_ARCHITECTURES, architecture_of
@@ -138,6 +139,8 @@ class ModelCard:
     texts: dict[str, dict[str, str]]  # field ("data", "good_at") -> language -> text, from card.json
     examples: tuple[str, ...]  # sentences suited to it (card.json), before the built-in ones
     score: str  # "sacreBLEU 39.23 on test_2016_flickr (1,000 sentences), beam 4", or ""
+    # an imported model (visformer.marian): source, license, credit, reported_scores; None when trained here
+    imported: dict[str, Any] | None = None
 
     def text(self, name: str, lang: str) -> str:
         """One card.json text in `lang`, else in English, else ""."""
@@ -147,6 +150,8 @@ class ModelCard:
     @property
     def licenses(self) -> tuple[str, ...]:
         """The licences the weights carry: MIT for toy tasks, else every training corpus's (in order)."""
+        if self.imported:
+            return (str(self.imported.get("license", "")),)
         return ("MIT",) if self.task else tuple(dict.fromkeys(c.license for c in self.corpora))
 
 
@@ -204,7 +209,33 @@ def model_card(path: Path, name: str | None = None) -> ModelCard:
         texts=texts,
         examples=tuple(s for s in examples if isinstance(s, str) and s.strip()),
         score=_score(info.get("test")),
+        imported=info["imported"] if isinstance(info.get("imported"), dict) else None,
     )
+
+
+def imported_lines(card: ModelCard, lang: str) -> list[str]:
+    """The model card's lines for an imported model: origin, licence and credit, size, reported scores."""
+    from ..i18n import t
+
+    info = card.imported or {}
+    size = info.get("size") if isinstance(info.get("size"), dict) else {}
+    lines = [
+        f"**{t('marian.card_title', lang)}**",
+        t("marian.card_source", lang, source=info.get("source", "?")),
+    ]
+    lines.append(
+        t("marian.card_license", lang, license=info.get("license", "?"), credit=info.get("credit", "?"))
+    )
+    lines.append(t("marian.card_size", lang, params=f"{card.parameters or 0:,}", d_model=size.get("d_model"),
+                   enc=size.get("encoder_layers"), dec=size.get("decoder_layers"), heads=size.get("heads"),
+                   vocab=size.get("vocab_size")))  # fmt: skip
+    scores = [s for s in info.get("reported_scores") or [] if isinstance(s, dict)]
+    if scores:
+        rows = [t("marian.card_score_row", lang, testset=s.get("testset"), bleu=s.get("bleu"),
+                  chrf=s.get("chrf") if s.get("chrf") is not None else "–") for s in scores]  # fmt: skip
+        lines.append(t("marian.card_scores", lang) + "".join(f"\n- {row}" for row in rows))
+    lines.append(t("marian.card_not_trained", lang))
+    return lines
 
 
 def choice_for_language(choices: list[CheckpointChoice], langs: tuple[str, ...]) -> CheckpointChoice | None:

@@ -285,9 +285,10 @@ def count_parameters(config: ModelConfig) -> int:
     tgt_embedding = config.tgt_vocab_size * d
     if config.share_embeddings:  # source, target and output embeddings are one matrix
         embeddings = tgt_embedding
-    else:  # source table, target table, generator (no bias)
-        embeddings = config.src_vocab_size * d + 2 * tgt_embedding
-    return encoder + decoder + final_norms + embeddings
+    else:  # source table, target table, generator (tied to the target table with tie_output)
+        embeddings = config.src_vocab_size * d + (1 if config.tie_output else 2) * tgt_embedding
+    output_bias = config.tgt_vocab_size if config.output_bias else 0  # imported Marian models
+    return encoder + decoder + final_norms + embeddings + output_bias
 
 
 def check_model_config(config: ModelConfig, limits: HostedLimits | None = None) -> int:

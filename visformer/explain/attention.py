@@ -190,11 +190,13 @@ def attention_grid(
     masked: np.ndarray | None = None,
     highlight: tuple[int, int] | None = None,
     average: bool = False,
+    compact: bool = False,
     lang: str = i18n.DEFAULT_LANG,
 ) -> go.Figure:
     """Every layer × head of one attention kind as small heatmaps (layers down, heads across, numbered from 1).
 
     average: one more column at the right, the mean of the layer's heads.
+    compact: heads numbered only, panels sized so the whole grid fits one screen (6 × 8 heads of OPUS-MT).
     """
     stack = np.asarray(stack, dtype=float)
     if stack.ndim != 4:
@@ -202,7 +204,8 @@ def attention_grid(
     n_layers, n_heads = stack.shape[:2]
     check_labels(stack[0, 0], query_labels, key_labels)
     panels = with_head_average(stack) if average else stack  # (L, h [+ 1], q, k)
-    names = [text("head", lang, n=h + 1) for h in range(n_heads)] + ([text("mean", lang)] if average else [])
+    head_name = (lambda h: str(h + 1)) if compact else (lambda h: text("head", lang, n=h + 1))
+    names = [head_name(h) for h in range(n_heads)] + ([text("mean", lang)] if average else [])
     n_cols = len(names)
     fig = make_subplots(
         rows=n_layers,
@@ -244,6 +247,8 @@ def attention_grid(
         coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0.0, colorbar=dict(title=weight, thickness=12))
     )
     panel = max(120 if n_cols > 4 else 170, min(260, 3 * stack.shape[2]))  # long sentences: taller panels
+    if compact:
+        panel = max(60, min(panel, 560 // n_layers))  # 6 layers: 93 px panels, about 630 px in all
     return layout(fig, title, 70 + panel * n_layers)
 
 
