@@ -5,6 +5,7 @@ Not a page. Keys: checkpoint path + modification stamp, sentence, parameters.
 
 from __future__ import annotations
 
+import logging
 import math
 import sys
 from dataclasses import replace
@@ -19,7 +20,7 @@ from pages._state import session_id, tr
 from visformer import i18n
 from visformer.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from visformer.classroom import catalogue
-from visformer.classroom.hosting import HostedLimits, load_limits, user_checkpoint_root
+from visformer.classroom.hosting import HostedLimits, load_limits, sweep_leftovers, user_checkpoint_root
 from visformer.classroom.inputs import InputError, clean_sentence, escape_markdown, fit_to_model
 from visformer.data import token_room
 from visformer.explain import analysis as an
@@ -28,6 +29,8 @@ from visformer.explain import views as sup
 from visformer.explain.examples import SCRIPT_LANGS, example_sentences, script_mismatch
 from visformer.model import HeadMask
 from visformer.utils import resolve_device
+
+log = logging.getLogger(__name__)
 
 
 def limits() -> HostedLimits:
@@ -39,9 +42,17 @@ def limits() -> HostedLimits:
     return load_limits(secrets=secrets)
 
 
+@st.cache_resource(show_spinner=False)
+def swept(root: str) -> int:
+    """Once per server process and folder: remove what killed saves and imports left (hosting.sweep_leftovers)."""
+    return len(sweep_leftovers(root))
+
+
 def user_root() -> Path:
     """Where this user's checkpoints live (in hosted mode: this session's private folder)."""
-    return user_checkpoint_root(catalogue.checkpoint_roots()[1], session_id(), limits())
+    root = catalogue.checkpoint_roots()[1]
+    swept(str(root))
+    return user_checkpoint_root(root, session_id(), limits())
 
 
 def choices() -> list[catalogue.CheckpointChoice]:
@@ -61,11 +72,8 @@ def fitted_sentence(ck: Checkpoint, text: str) -> str:
     """
     bounds = limits()
     if not " ".join(str(text or "").split()):
-        raise InputError(tr("frame.empty"))
-    try:
-        whole = clean_sentence(text, replace(bounds, max_sentence_chars=sys.maxsize))  # only cleaned, not cut
-    except InputError as exc:
-        raise InputError(session.error(exc)) from exc
+        raise InputError("frame.empty")
+    whole = clean_sentence(text, replace(bounds, max_sentence_chars=sys.maxsize))  # only cleaned, not cut
     if whole.changed:
         st.info(tr("frame.controls"))
     if len(whole.text) > bounds.max_sentence_chars:
@@ -147,7 +155,9 @@ def current_checkpoint() -> tuple[catalogue.CheckpointChoice, Checkpoint] | None
     try:
         with st.spinner(tr("frame.loading")):
             return choice, load(str(choice.path), catalogue.checkpoint_stamp(choice.path))
-    except (CheckpointError, OSError) as exc:
+    except Exception as exc:  # the page boundary: a broken checkpoint is one message, never a traceback
+        if not isinstance(exc, CheckpointError | OSError):
+            log.exception("loading %s failed", choice.key)
         st.error(tr("frame.load_error", name=label(choice), error=session.error(exc, capital=False)))
         return None
 

@@ -5,13 +5,17 @@ Not a page: a helper module of pages/ (st.navigation in app.py lists the pages).
 
 from __future__ import annotations
 
+import tempfile
 import uuid
 from contextvars import ContextVar
+from pathlib import Path
 from typing import NoReturn
 
 import streamlit as st
 
 from visformer import i18n
+from visformer.classroom import catalogue
+from visformer.classroom.inputs import error_markdown, escape_markdown, hide_paths
 from visformer.explain import views as sup
 
 PERSIST = "session"  # widget values outlive page switches
@@ -119,7 +123,21 @@ def capitalised(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+def _roots() -> list[str]:
+    """Folders whose paths a message never shows (checkpoints, the temporary folder), as given and resolved."""
+    folders = [*catalogue.checkpoint_roots(), Path(tempfile.gettempdir())]
+    return [str(f) for folder in folders for f in (folder, folder.resolve())]
+
+
 def error(exc: BaseException, capital: bool = True) -> str:
-    """An error's message in this session's language, capitalised unless it starts with a file name."""
-    text = i18n.error_text(exc, lang())
-    return capitalised(text) if capital else text
+    """An error's message in this session's language for st.error / st.markdown: literal text, names for paths.
+
+    Capitalised unless it starts with a file name. Any exception gives one line: the page boundary never shows
+    a traceback (classroom.inputs.error_markdown).
+    """
+    return error_markdown(exc, lang(), capital, _roots())
+
+
+def literal(text: str) -> str:
+    """Text from outside the app (a job's message, a file name) for st.markdown: names for paths, every character literal."""
+    return escape_markdown(hide_paths(text, _roots()))

@@ -5,6 +5,7 @@ Not a page.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from pages._loading import limits, user_root
 from pages._state import PERSIST, clamp_state, tr
 from visformer.classroom import catalogue
 from visformer.classroom.archive import export_checkpoint_zip, import_checkpoint_zip
+from visformer.classroom.hosting import upload_megabytes
 from visformer.classroom.inputs import checkpoint_name
 from visformer.explain.style import chart_config
 
@@ -31,7 +33,11 @@ def _import_checkpoint() -> None:
         path = import_checkpoint_zip(upload.getvalue(), user_root(), name, limits())
         state["checkpoint"] = catalogue.USER_PREFIX + path.name
         state["_import_message"] = ("success", tr("frame.transfer.imported", name=path.name))
-    except (ValueError, OSError) as exc:  # InputError, ArchiveError, CheckpointError: one clear message
+    except (
+        Exception
+    ) as exc:  # InputError, ArchiveError, CheckpointError, and anything else: one clear message
+        if not isinstance(exc, ValueError | OSError):
+            logging.getLogger(__name__).exception("importing %s failed", upload.name)
         state["_import_message"] = (
             "error",
             tr("frame.transfer.refused", error=session.error(exc, capital=False)),
@@ -40,7 +46,7 @@ def _import_checkpoint() -> None:
 
 def checkpoint_transfer(choice: catalogue.CheckpointChoice | None) -> None:
     """Sidebar: download the picked checkpoint as a .zip, or import one (checked before it is kept)."""
-    megabytes = max(1, limits().max_archive_bytes // 2**20)
+    megabytes = upload_mb(limits().max_archive_bytes)
     with st.expander(tr("frame.transfer.title"), icon=":material/swap_vert:"):
         if choice is not None:
             st.download_button(
@@ -55,6 +61,11 @@ def checkpoint_transfer(choice: catalogue.CheckpointChoice | None) -> None:
         kind, text = st.session_state.pop("_import_message", (None, ""))
         if kind:
             getattr(st, kind)(text)
+
+
+def upload_mb(limit_bytes: int) -> int:
+    """An uploader's limit in MB: the app's limit, capped by server.maxUploadSize so the uploader itself refuses more."""
+    return upload_megabytes(limit_bytes, st.get_option("server.maxUploadSize"))
 
 
 def chart(fig: go.Figure, name: str, key: str | None = None) -> None:

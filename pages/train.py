@@ -142,7 +142,7 @@ def upload_settings(limits: HostedLimits) -> tuple[list[Pair] | None, str]:
     """Uploaded pairs (None until valid files are given) and their name."""
     form = st.radio(session.tr("train.format"), UPLOAD_KINDS, key="train_upload_kind", horizontal=True,
                     persist_state=session.PERSIST, format_func=shown(UPLOAD_KEYS.get))  # fmt: skip
-    mb = limits.max_upload_bytes // 2**20
+    mb = widgets.upload_mb(limits.max_upload_bytes)
     if form == UPLOAD_KINDS[1]:
         st.caption(session.tr("train.upload.tsv_help", mb=mb))
         upload = st.file_uploader(session.tr("train.upload.tsv_file"), key="train_tsv", max_upload_size=mb)
@@ -381,7 +381,7 @@ def examples_view(ev, target: float | None) -> None:
 def finished_view(p: jobs.Progress, spec: recipes.RunSpec) -> None:
     """The outcome: why the run ended, where the checkpoint is and buttons to open it."""
     if p.state == jobs.FAILED and p.checkpoint is None:
-        st.error(session.tr("train.failed", message=p.message))
+        st.error(session.tr("train.failed", message=session.literal(p.message)))
         return
     if p.checkpoint is None:
         st.info(session.tr("train.nothing_saved"))
@@ -389,7 +389,8 @@ def finished_view(p: jobs.Progress, spec: recipes.RunSpec) -> None:
     key = catalogue.USER_PREFIX + p.checkpoint.name
     saved = session.tr("train.saved", name=p.checkpoint.name, step=f"{p.step:,}")
     if p.state == jobs.FAILED:
-        st.warning(session.tr("train.failed_saved", message=session.capitalised(p.message), saved=saved))
+        message = session.literal(session.capitalised(p.message))
+        st.warning(session.tr("train.failed_saved", message=message, saved=saved))
     elif p.reason:
         target = spec.train.stop_at_exact_match
         why = session.tr(f"train.reason.{p.reason}", step=f"{p.step:,}",

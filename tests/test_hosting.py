@@ -372,3 +372,148 @@ def test_inference_after_overlapping_train_page_runs_keeps_the_configured_thread
         assert seen["later"] == 2
     finally:
         torch.set_num_threads(before)
+
+
+def _app(users: Path, shipped: Path, monkeypatch: pytest.MonkeyPatch, hosted: bool):
+    """The app (AppTest) on these checkpoint folders, hosted or local."""
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("VISFORMER_HOSTED", "1" if hosted else "0")
+    monkeypatch.setenv("VISFORMER_CHECKPOINTS", str(shipped))
+    monkeypatch.setenv("VISFORMER_USER_CHECKPOINTS", str(users))
+    return AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=120)
+
+
+def test_a_link_never_becomes_markdown_in_a_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.test_bad_checkpoints import tiny_checkpoint
+    from tests.test_validation import _rendered
+
+    tiny_checkpoint(tmp_path / "shipped" / "toy-copy")
+    for word in ("![](//127.1:8999/)" + "A" * 70, "[Login](//127.1/)" + "B" * 70):
+        app = _app(tmp_path / "users", tmp_path / "shipped", monkeypatch, hosted=True)
+        app.query_params["sentence"] = word
+        app.run()
+        assert not app.exception
+        errors = [e.value for e in app.error]
+        assert any(word[:20] in _rendered(e)[1] for e in errors), errors  # the word, shown as typed
+        for shown in errors + [w.value for w in app.warning] + [i.value for i in app.info]:
+            kinds = _rendered(shown)[0]
+            assert not kinds & {"image", "link_open", "html_inline", "html_block"}, shown
+
+
+def test_broken_checkpoints_never_break_a_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint that loading refuses is listed, and picking it gives one message; every other page still works."""
+    import json
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from tests.test_bad_checkpoints import tiny_checkpoint
+
+    shipped, users = tmp_path / "shipped", tmp_path / "users"
+    tiny_checkpoint(shipped / "toy-copy")
+    for name, change in {
+        "bogus-task": lambda c: c.update(task="bogus"),
+        "info-text": lambda c: c.update(info="a string"),
+    }.items():
+        folder = tiny_checkpoint(users / name)
+        config = json.loads((folder / "config.json").read_text())
+        change(config)
+        (folder / "config.json").write_text(json.dumps(config))
+    deep = tiny_checkpoint(users / "deep")
+    (deep / "config.json").write_text(
+        '{"format": "visformer-checkpoint", "x": ' + "[" * 50_000 + "]" * 50_000 + "}"
+    )
+    fp8 = tiny_checkpoint(users / "float8")
+    weights = load_file(str(fp8 / "weights.safetensors"))
+    save_file({k: t.to(torch.float8_e4m3fn) for k, t in weights.items()}, str(fp8 / "weights.safetensors"))
+    for name in ("bogus-task", "info-text", "deep", "float8"):
+        app = _app(users, shipped, monkeypatch, hosted=False)
+        app.query_params["checkpoint"] = f"yours/{name}"
+        app.run()
+        assert not app.exception, (name, [e.value for e in app.exception])
+        assert app.session_state["checkpoint"] == f"yours/{name}"
+        errors = " ".join(e.value for e in app.error)
+        assert "Could not load checkpoint" in errors, (name, errors)
+        app.switch_page("pages/decoding.py").run()  # the sidebar and the next page survive it too
+        assert not app.exception, (name, [e.value for e in app.exception])
+
+
+def test_one_upload_limit_stated_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The uploader refuses what the server would refuse: its limit is never above server.maxUploadSize."""
+    import tomllib
+
+    from tests.test_bad_checkpoints import tiny_checkpoint
+    from visformer.classroom.hosting import MB, UPLOAD_MB, upload_megabytes
+
+    config = tomllib.loads((Path(__file__).resolve().parents[1] / ".streamlit" / "config.toml").read_text())
+    assert config["server"]["maxUploadSize"] == UPLOAD_MB
+    assert HostedLimits.hosted().max_archive_bytes == UPLOAD_MB * MB  # README: 50 MB, the server's limit
+    assert upload_megabytes(2048 * MB) == UPLOAD_MB and upload_megabytes(2 * MB) == 2
+    tiny_checkpoint(tmp_path / "shipped" / "toy-copy")
+    for hosted in (True, False):
+        app = _app(tmp_path / "users", tmp_path / "shipped", monkeypatch, hosted=hosted)
+        app.run()
+        assert not app.exception
+        uploaders = app.get("file_uploader")  # the sidebar's checkpoint import
+        assert uploaders and all(u.proto.max_upload_size_mb == UPLOAD_MB for u in uploaders)
+
+
+def test_session_disk_is_capped_and_leftovers_swept(tmp_path: Path) -> None:
+    import os
+
+    from tests.test_bad_checkpoints import tiny_checkpoint
+    from visformer.checkpoint import list_checkpoints
+    from visformer.classroom.archive import export_checkpoint_zip, import_checkpoint_zip
+    from visformer.classroom.hosting import old_sessions, sweep_leftovers
+    from visformer.classroom.inputs import InputError, check_session_space
+
+    limits = HostedLimits.hosted()
+    root = user_checkpoint_root(tmp_path / "users", "student", limits)
+    data = export_checkpoint_zip(tiny_checkpoint(tmp_path / "src" / "tiny"))
+    for i in range(limits.max_session_checkpoints):
+        import_checkpoint_zip(data, root, f"m{i}", limits)
+    with pytest.raises(InputError, match="already keeps 10 model"):
+        import_checkpoint_zip(data, root, "one-more", limits)
+    with pytest.raises(InputError, match="already keeps 10 model"):
+        check_session_space(root, limits)  # what a training run checks before it starts
+    small = HostedLimits(max_session_bytes=len(data) - 1)
+    with pytest.raises(InputError, match="the most allowed here is - models or"):
+        import_checkpoint_zip(data, tmp_path / "users" / "s-other", "m", small)
+    check_session_space(root, HostedLimits.local())  # local mode: no cap
+    # leftovers of killed saves and imports: old ones are removed, a fresh one (a save going on) stays
+    old = root / ".m0.tmp-123-0a1b2c3d"
+    fresh = root / ".m1.tmp-124-0a1b2c3e"
+    for folder in (old, fresh):
+        folder.mkdir()
+        (folder / "weights.safetensors").write_bytes(b"x" * 10)
+    now = time.time()
+    for path in (old, old / "weights.safetensors"):
+        os.utime(path, (now - 7200, now - 7200))
+    assert sweep_leftovers(tmp_path / "users", now=now) == [old]
+    assert not old.exists() and fresh.exists() and len(list_checkpoints(root)) == 10
+    # a teacher's clean-up: sessions untouched for a week
+    assert old_sessions(tmp_path / "users", 7 * 86400, now=now) == []
+    assert old_sessions(tmp_path / "users", 7 * 86400, now=now + 8 * 86400)[0].name == root.name
+
+
+def test_teacher_cleans_old_sessions(tmp_path: Path, capsys) -> None:
+    import os
+
+    from tests.test_bad_checkpoints import tiny_checkpoint
+    from visformer.classroom.__main__ import main
+
+    limits = HostedLimits.hosted()
+    old, new = (user_checkpoint_root(tmp_path, sid, limits) for sid in ("old", "new"))
+    tiny_checkpoint(old / "m")
+    tiny_checkpoint(new / "m")
+    (tmp_path / "shared-run").mkdir()  # not a session folder: never touched
+    week_ago = time.time() - 8 * 86400
+    for base, dirs, files in os.walk(old):
+        for name in [base, *(os.path.join(base, f) for f in dirs + files)]:
+            os.utime(name, (week_ago, week_ago))
+    assert main(["clean", "--root", str(tmp_path), "--dry-run"]) == 0
+    assert old.exists() and "would remove" in capsys.readouterr().out
+    assert main(["clean", "--root", str(tmp_path), "--days", "7"]) == 0
+    assert not old.exists() and new.exists() and (tmp_path / "shared-run").exists()
+    assert main(["clean", "--root", str(tmp_path), "--days", "-1"]) == 2

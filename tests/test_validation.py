@@ -303,3 +303,70 @@ def test_training_bounds_steps_time_and_threads() -> None:
     local = bounded_train_config(TrainConfig(steps=100, threads=None), HostedLimits.local())
     assert local.time_limit_s is None and local.threads is None
     assert torch.get_num_threads() >= 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Messages built from user input: every error text shows its fields literally (st.error renders markdown)
+# ---------------------------------------------------------------------------------------------
+
+HOSTILE = "![](//127.1:8999/)[Login](//evil.example)<script>alert(1)</script>**b** _i_ $x$ `c` # h"
+
+
+def _rendered(markdown: str) -> tuple[set[str], str]:
+    """(token types, visible text) of `markdown` as a CommonMark renderer shows it."""
+    from markdown_it import MarkdownIt
+
+    kinds, text = set(), []
+    for block in MarkdownIt("commonmark").parse(markdown):
+        kinds.add(block.type)
+        for child in block.children or []:
+            kinds.add(child.type)
+            text.append(child.content if child.type in ("text", "code_inline") else " ")
+    return kinds, "".join(text)
+
+
+def _fields(template: str) -> dict[str, object]:
+    """A value for each placeholder of a template: a number where it has a format spec, else the hostile text."""
+    import string
+
+    return {
+        name: 12345 if spec else HOSTILE for _, name, spec, _ in string.Formatter().parse(template) if name
+    }
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_every_error_message_shows_user_text_as_text(lang: str) -> None:
+    from visformer import i18n
+    from visformer.classroom.inputs import error_markdown
+
+    keys = [
+        k
+        for k, text in i18n.catalog("en").items()
+        if k.startswith("error.") and HOSTILE in _fields(text).values()
+    ]
+    assert len(keys) > 40
+    for key in keys:
+        shown = error_markdown(InputError(key, **_fields(i18n.catalog("en")[key])), lang)
+        kinds, text = _rendered(shown)
+        assert kinds <= {"paragraph_open", "inline", "paragraph_close", "text", "softbreak"}, (
+            key,
+            kinds,
+            shown,
+        )
+        assert HOSTILE in text, (key, shown, text)  # every character of the user's text, shown as typed
+
+
+def test_error_markdown_hides_paths_and_unexpected_errors(tmp_path: Path) -> None:
+    from visformer.classroom.inputs import error_markdown, hide_paths
+
+    root = tmp_path / "user_checkpoints"
+    inside = f"{root}/s-0123abcd/.my-run.tmp-77-0a1b2c3d/tokenizer"
+    assert (
+        hide_paths(f"cannot load {inside} ({root})", [str(root)])
+        == "cannot load tokenizer (user_checkpoints)"
+    )
+    shown = error_markdown(RecursionError("maximum recursion depth exceeded"), "en", roots=[str(root)])
+    assert shown == "An unexpected error \\(RecursionError\\)\\. The server's log has the details" or (
+        "unexpected error" in shown and "recursion depth" not in shown
+    )
+    assert "s-0123abcd" not in error_markdown(OSError(f"No such file: {inside}"), "en", roots=[str(root)])

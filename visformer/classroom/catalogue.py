@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..checkpoint import list_checkpoints
+from ..checkpoint import CheckpointError, list_checkpoints, read_config
 from ..models import SEQ2SEQ_ARCHITECTURES, architecture_of
 
 REPO = Path(__file__).resolve().parents[2]
@@ -161,7 +161,7 @@ def _read_json(path: Path) -> dict:
 
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -186,7 +186,11 @@ def model_card(path: Path, name: str | None = None) -> ModelCard:
     from ..explain.examples import language_pair
 
     path = Path(path)
-    config, card = _read_json(path / "config.json"), _read_json(path / CARD_FILE)
+    try:
+        config = read_config(path)  # the schema loading uses: a card never shows what loading would refuse
+    except CheckpointError:
+        config = {}
+    card = _read_json(path / CARD_FILE)
     info = config.get("info") if isinstance(config.get("info"), dict) else {}
     task = config.get("task") if isinstance(config.get("task"), str) else None
     src, tgt = language_pair(name or path.name, {**info, **card})

@@ -127,6 +127,11 @@ class HostedLimits:
         )
 
 
+def upload_megabytes(limit_bytes: int, server_mb: int = UPLOAD_MB) -> int:
+    """An uploader's limit in MB: `limit_bytes`, never above the server's (above it Streamlit answers a bare 413)."""
+    return max(1, min(limit_bytes // MB, server_mb))
+
+
 def _parse_bool(raw: Any, where: str) -> bool:
     """A boolean from True/False or the strings 1/0, true/false, yes/no, on/off."""
     if isinstance(raw, bool):

@@ -8,10 +8,11 @@ Every refusal is an `InputError` (a ValueError) whose message a student can act 
 from __future__ import annotations
 
 import math
+import os
 import re
 import tempfile
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 from ..checkpoint import list_checkpoints, safe_checkpoint_dir
 from ..config import ModelConfig, TrainConfig
 from ..data import Pair, read_parallel, read_tsv, token_room
-from ..i18n import Text, TextError
+from ..i18n import Localized, Text, TextError, error_text
 from .hosting import HostedLimits, folder_bytes
 
 # bidirectional overrides/isolates can make text display differently from what it is ("Trojan source")
@@ -135,6 +136,33 @@ def fit_to_model(text: str, tokenizer: Any, max_len: int, limits: HostedLimits |
 def escape_markdown(text: str) -> str:
     """User text made literal for st.markdown: markdown, HTML and LaTeX characters are backslash-escaped."""
     return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+def hide_paths(text: str, roots: Sequence[str | os.PathLike]) -> str:
+    """Text with every path below one of `roots` replaced by its last name (a session folder's too)."""
+    for root in sorted({str(r) for r in roots if str(r) not in ("", ".", "/")}, key=len, reverse=True):
+        below = re.escape(root.rstrip("/")) + r"/(?:[^\s'\"/]+/)*"
+        text = re.sub(below, "", text)
+        text = text.replace(root, Path(root).name)
+    return text
+
+
+def error_markdown(
+    exc: BaseException, lang: str | None, capital: bool = True, roots: Sequence[str | os.PathLike] = ()
+) -> str:
+    """An error as a page shows it (st.error renders markdown): in `lang`, names for paths, every character literal.
+
+    Errors the app expects (ValueError, OSError and their localized kinds) give their message; anything else
+    gives "an unexpected error (ITS TYPE)", so no traceback or internal detail reaches a student.
+    """
+    if isinstance(exc, Localized | ValueError | OSError):
+        text = error_text(exc, lang)
+    else:
+        text = Text("error.unexpected", {"kind": type(exc).__name__}).render(lang)
+    text = hide_paths(text, roots)
+    if capital:
+        text = text[:1].upper() + text[1:]
+    return escape_markdown(text)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -289,6 +317,17 @@ def count_parameters(config: ModelConfig) -> int:
         embeddings = config.src_vocab_size * d + (1 if config.tie_output else 2) * tgt_embedding
     output_bias = config.tgt_vocab_size if config.output_bias else 0  # imported Marian models
     return encoder + decoder + final_norms + embeddings + output_bias
+
+
+def refuse_above(
+    bounds: Mapping[str, tuple[int, int]],
+    key: str = "error.above_limit",
+    error: type[InputError] = InputError,
+) -> None:
+    """`error(key)` naming the first value above its bound (bounds: WHAT -> (value, bound), WHAT in error.what.*)."""
+    for what, (value, bound) in bounds.items():
+        if value > bound:
+            raise error(key, what=Text(f"error.what.{what}"), value=value, bound=bound)
 
 
 def check_model_config(config: ModelConfig, limits: HostedLimits | None = None) -> int:

@@ -54,7 +54,7 @@ def architecture_of(folder: str | Path) -> str:
     try:
         model = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8")).get("model") or {}
         return str(model.get("architecture", "transformer"))
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         return "transformer"  # loading it will say what is wrong
 
 
