@@ -282,7 +282,7 @@ def one_head_section(key: tuple, kind: str, layer: int, head: int, n_keys: int) 
     with right:
         widgets.chart(avg, f"attention-{kind}-L{layer + 1}-average")
     if kinds.KIND[kind].queries == "target":
-        st.caption(tr("rows_produced"))
+        rows_caption(key)
     if kinds.KIND[kind].masked:
         st.caption(tr("masked_caption"))
     widgets.csv_button(
@@ -513,6 +513,9 @@ def word_section(view: sup.TranslationView) -> None:
             best, n = next(iter(counts.items()))
             st.caption(tr("word.most", piece=src[best], n=n, total=stack.shape[0] * stack.shape[1]))
     st.caption(tr("word.caption"))
+    card = loading.card_of(loading.current_choice())
+    if (card.src_lang, card.tgt_lang) == ("en", "de"):  # the lecture's example is about English → German
+        st.caption(tr("word.caption_de"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -618,7 +621,13 @@ def all_heads_section(key: tuple, kind: str, layer: int, head: int) -> None:
     widgets.chart(fig, f"attention-{kind}-all-heads")
     st.caption(tr("grid_caption"))
     if kinds.KIND[kind].queries == "target":
-        st.caption(tr("rows_produced"))
+        rows_caption(key)
+
+
+def rows_caption(key: tuple) -> None:
+    """How decoder rows are named, with this translation's own first piece as the example (→ …)."""
+    produced = loading.translation(*key).output_pieces
+    st.caption(tr("rows_produced", piece=escape_markdown(produced[0] if produced else "</s>")))
 
 
 main()

@@ -51,12 +51,16 @@ def pairs() -> dict[str, str]:
     return found
 
 
-def example_for(name: str) -> str:
-    """The input a model's view opens with: letters for a toy task, an English sentence for a corpus model."""
-    task = json.loads(
+def task_of(name: str) -> str | None:
+    """The toy task a shipped model was trained on (None for a corpus model such as Multi30k)."""
+    return json.loads(
         (catalogue.checkpoint_roots()[0] / name / "config.json").read_text(encoding="utf-8")
     ).get("task")
-    return EXAMPLE if task else CORPUS_EXAMPLE
+
+
+def example_for(name: str) -> str:
+    """The input a model's view opens with: letters for a toy task, an English sentence for a corpus model."""
+    return EXAMPLE if task_of(name) else CORPUS_EXAMPLE
 
 
 def _new_model() -> None:
@@ -110,7 +114,8 @@ if not state.get("_cmp_seeded"):  # the model's example on a first visit, unless
     state["cmp_sentence"] = state.get("cmp_sentence") or example_for(state["cmp_rnn"])
 rnn_name = st.selectbox(tr("models.cmp.rnn"), names, key="cmp_rnn", on_change=_new_model,
                         persist_state=session.PERSIST)  # fmt: skip
-raw = st.text_input(tr("models.cmp.sentence"), key="cmp_sentence", persist_state=session.PERSIST)
+sentence_label = tr("models.cmp.sentence_task" if task_of(rnn_name) else "models.cmp.sentence")
+raw = st.text_input(sentence_label, key="cmp_sentence", persist_state=session.PERSIST)
 try:
     sentence = clean_sentence(raw, loading.limits()).text
 except ValueError as exc:

@@ -21,6 +21,7 @@ from tests.test_app import (  # noqa: F401  (env and roots are fixtures)
     title,
 )
 from visformer.checkpoint import load_checkpoint
+from visformer.classroom.inputs import escape_markdown
 from visformer.decoding import translate
 from visformer.explain import analysis as an
 from visformer.explain import views as sup
@@ -49,7 +50,9 @@ def test_decoder_rows_are_named_by_the_token_they_produce() -> None:
     assert cross["layout"]["yaxis"]["ticktext"] == escaped(
         [short_label("→ " + p) for p in view.output_pieces]
     )
-    assert any("produces at that position" in c.value for c in at.caption)
+    rows = [c.value for c in at.caption if "produces at that position" in c.value]
+    piece = escape_markdown(view.output_pieces[0])  # this translation's own first piece, not "▁Hunde"
+    assert rows == [rows[0]] and f"(→ {piece})" in rows[0] and "Hunde" not in rows[0], rows
     at.radio(key="view").set_value("decoder").run()
     decoder = chart_by_title(at, "Decoder self (masked) · layer 1 · head 1")
     assert decoder["layout"]["xaxis"]["ticktext"][0] == "&lt;s&gt;"  # keys: what the decoder read
@@ -126,6 +129,7 @@ def test_follow_a_word_names_the_top_piece_of_every_head() -> None:
     assert encoder["layout"]["xaxis"]["ticktext"] == ["1", "2", "mean"]
     assert chart_by_title(at, f"Cross-attention: where “→ {escape(view.output_pieces[target])}” looks most")
     assert any(c.value.startswith("Most often:") for c in at.caption)
+    assert not any("es" in c.value and "Tier" in c.value for c in at.caption), "German es/sie on a toy model"
     at.checkbox(key="word_skip").uncheck().run()
     top = an.top_keys(an.with_head_average(view.encoder), word)
     encoder = chart_by_title(at, "Encoder self-attention: where")

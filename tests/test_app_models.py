@@ -78,6 +78,7 @@ def test_rnn_vs_transformer_scores_both_models_on_the_same_input(lang: str) -> N
     assert at.title[0].value == i18n.t("models.cmp.page_title", lang)
     assert at.selectbox(key="cmp_rnn").value == "reverse-rnn-bahdanau"
     assert [s.value for s in at.subheader] == ["reverse-rnn-bahdanau", "reverse"]
+    assert at.text_input(key="cmp_sentence").label == i18n.t("models.cmp.sentence_task", lang)
     correct = [m.value for m in at.metric if m.label == i18n.t("models.cmp.correct", lang)]
     assert correct == [i18n.t("models.cmp.yes", lang)] * 2
     assert len(at.get("plotly_chart")) == 2
@@ -171,6 +172,7 @@ def test_rnn_vs_transformer_on_multi30k_shows_test_bleu_and_the_bottleneck_by_le
     assert at.selectbox(key="cmp_rnn").value == "multi30k-en-de-rnn-bahdanau"  # real sentences first
     assert [s.value for s in at.subheader] == ["multi30k-en-de-rnn-bahdanau", "multi30k-en-de"]
     assert at.text_input(key="cmp_sentence").value.startswith("A little girl")
+    assert at.text_input(key="cmp_sentence").label == i18n.t("models.cmp.sentence", lang)  # not "toy task: letters"
     labels = [m.label for m in at.metric]
     assert (
         labels.count(i18n.t("models.cmp.test_bleu", lang)) == 2
