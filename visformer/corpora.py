@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -155,7 +155,7 @@ MIXES["ko-en-bt"] = Mix(
     n_valid=600,
     exclude=MIXES["ko-en"].exclude,
     evals=MIXES["ko-en"].evals,
-    own=(OwnCorpus("students-ko-en", "students-ko-en", "MIT (the project's own)", repeat=20),),
+    own=(OwnCorpus("students-ko-en", "students-ko-en", "MIT (the project's own)", repeat=10),),
     back_translation=BackTranslation(
         "tatoeba-eng-bt",
         ("tatoeba-deu-eng/tatoeba-deu-eng.en", "tatoeba-fra-eng/fra-eng.en"),
@@ -164,6 +164,8 @@ MIXES["ko-en-bt"] = Mix(
     typing=Typing(),
     real_repeat=2,
 )
+# the same without back-translation: real pairs, the project's own sentences, sources as students type them
+MIXES["ko-en-own"] = replace(MIXES["ko-en-bt"], name="ko-en-own", back_translation=None, real_repeat=1)
 
 
 def _groups(data: Path, source: Source, n: int) -> list[str | None]:
