@@ -348,7 +348,7 @@ def prepare(
                 "tgt": f"corpora/{o.folder}/test.{mix.tgt_lang}",
             }
             for o in mix.own
-        ],  # fmt: skip
+        ],
     }
     if mix.typing is not None:
         manifest["typing"] = {"drop_final": mix.typing.drop_final, "drop_space": mix.typing.drop_space}
