@@ -201,8 +201,8 @@ def model_card(choice: catalogue.CheckpointChoice | None) -> None:
             )
     if card.parameters and not card.imported:
         lines.append(session.tr("frame.card.size", params=f"{card.parameters:,}"))
-    if card.score:
-        lines.append(session.tr("frame.card.score", score=card.score))
+    if card.score(lang):
+        lines.append(session.tr("frame.card.score", score=card.score(lang)))
     if card.text("good_at", lang):
         lines.append(session.tr("frame.card.good_at", text=card.text("good_at", lang)))
     if not card.task:

@@ -291,8 +291,10 @@ def main() -> None:
         session.sync_url(KEYS)
         return
 
+    names = {s: dfig.params_label(s, {}, session.lang()) for s in STRATEGIES}  # in the interface language
     selected = st.multiselect(session.tr("decoding.strategies"), list(STRATEGIES), key="dec_strategies",
-                              persist_state=session.PERSIST, help=session.tr("decoding.strategies_help"))  # fmt: skip
+                              persist_state=session.PERSIST, help=session.tr("decoding.strategies_help"),
+                              format_func=names.get)  # fmt: skip
     if not selected:
         st.info(session.tr("decoding.choose"))
         session.sync_url(KEYS)

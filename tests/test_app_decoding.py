@@ -229,3 +229,17 @@ def test_korean_mode_names_strategies_and_refuses_input_in_korean(env) -> None: 
             "'xxxxxxxxxxxxxxxxxxxx…' 단어는 250자입니다. 여기서는 한 단어가 200자를 넘을 수 없습니다. 띄어쓰기가 빠지지 않았나요?"
         )
     ]
+
+
+def test_strategy_chips_are_named_in_the_interface_language(env) -> None:  # noqa: F811 (fixture imported above)
+    at = open_link(DECODING, checkpoint="toy-copy", sentence="a b c", lang="ko")
+    chips = at.multiselect(key="dec_strategies")
+    assert chips.value == ["greedy", "beam", "temperature", "top-k", "top-p"]  # code names in the URL
+    assert list(chips.options) == [
+        "그리디",
+        "빔 서치",
+        "샘플링",
+        "온도 샘플링",
+        "top-k 샘플링",
+        "top-p 샘플링",
+    ]

@@ -154,7 +154,13 @@ def test_model_card_from_card_json_and_from_info(lang_roots) -> None:
         card.text("data", "ko") == "사진 설명과 일상 문장."
         and card.text("good_at", "fr") == "Describing scenes."
     )
-    assert card.examples == ("A dog runs.", "Two cats sleep.") and card.score.startswith("sacreBLEU 12.50")
+    assert card.examples == ("A dog runs.", "Two cats sleep.")
+    assert card.score("en") == "sacreBLEU 12.50 on a test set, beam search with 4 beams"
+    assert card.score("ko") == "a test set에서 sacreBLEU 12.50, 빔 서치(빔 4개)"  # the line in Korean too
+    shipped = catalogue.model_card(Path(__file__).resolve().parents[1] / "checkpoints" / "multi30k-en-de")
+    if shipped.test:  # the set's count and the beams in words of the language, not the recorded English
+        assert shipped.score("ko").startswith("test_2016_flickr (1,000문장)에서 sacreBLEU ")
+        assert "sentences" not in shipped.score("ko") and "beam" not in shipped.score("ko")
     derived = catalogue.model_card(lang_roots[0] / "tatoeba-ko-en")  # no card.json: from its info
     assert derived.src_lang == "ko" and [c.key for c in derived.corpora] == ["tatoeba"]
     assert derived.text("data", "en") == "" and derived.parameters and derived.parameters > 0
@@ -199,6 +205,7 @@ def test_sidebar_model_card_and_credits(langs) -> None:
     at = run_app(lang="ko")
     text = "\n".join(m.value for m in at.sidebar.expander[0].markdown)
     assert "영어 → 독일어" in text and "사진 설명과 일상 문장." in text and "장면 묘사." in text
+    assert "빔 서치(빔 4개)" in text and ", beam 4" not in text
 
 
 def test_lecture_examples_are_offered_for_the_matching_source_language(langs) -> None:

@@ -141,3 +141,13 @@ def test_decoding_strategy_names_are_translated_and_parameters_keep_their_code_n
     assert params_label("beam", {"beam_size": 4}) == "beam (beam_size=4)"
     assert params_label("beam", {"beam_size": 4}, "ko") == "빔 서치 (beam_size=4)"
     assert params_label("greedy", {}, "ko") == "그리디"
+
+
+def test_korean_emphasis_closes_where_markdown_can_close_it() -> None:
+    # CommonMark closes * or ** only when it follows a letter or is followed by a space or punctuation:
+    # "*체크포인트(모델)*에서" stays literal asterisks on screen.
+    stuck = re.compile(r"""[)\]'"”’.,!?:;`]\*+[가-힣]""")
+    found = [
+        (k, v[m.start() - 10 : m.end() + 5]) for k, v in i18n.catalog("ko").items() for m in stuck.finditer(v)
+    ]
+    assert found == []

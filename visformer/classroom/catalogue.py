@@ -138,9 +138,15 @@ class ModelCard:
     parameters: int | None
     texts: dict[str, dict[str, str]]  # field ("data", "good_at") -> language -> text, from card.json
     examples: tuple[str, ...]  # sentences suited to it (card.json), before the built-in ones
-    score: str  # "sacreBLEU 39.23 on test_2016_flickr (1,000 sentences), beam 4", or ""
+    test: (
+        dict[str, Any] | None
+    )  # the held-out score recorded in info["test"] (bleu, chrf, set, sentences, beam_size)
     # an imported model (visformer.marian): source, license, credit, reported_scores; None when trained here
     imported: dict[str, Any] | None = None
+
+    def score(self, lang: str) -> str:
+        """The held-out score as one line in `lang` ("" when none was recorded)."""
+        return _score(self.test, lang)
 
     def text(self, name: str, lang: str) -> str:
         """One card.json text in `lang`, else in English, else ""."""
@@ -172,13 +178,24 @@ def corpora_in(text: str) -> tuple[Corpus, ...]:
     return tuple(c for c in CORPORA if c.terms != "eval_only" and any(mark in text for mark in c.marks))
 
 
-def _score(test: object) -> str:
-    """The held-out score recorded in info["test"], as one language-neutral line."""
+def _score(test: object, lang: str) -> str:
+    """A held-out score (info["test"]) in `lang`: "sacreBLEU 39.23, chrF 62.60 on test_2016_flickr (1,000 sentences), beam search with 4 beams"."""
+    from ..i18n import t
+
     if not isinstance(test, dict) or not isinstance(test.get("bleu"), int | float):
         return ""
-    where = f" on {test['set']}" if test.get("set") else ""
-    beam = f", beam {test['beam_size']}" if test.get("beam_size") else ""
-    return f"sacreBLEU {test['bleu']:.2f}{where}{beam}"
+    chrf = test.get("chrf")
+    line = f"sacreBLEU {test['bleu']:.2f}" + (f", chrF {chrf:.2f}" if isinstance(chrf, int | float) else "")
+    name = str(test.get("set") or "").split(" (")[0]  # the set's name; its count is written below, in `lang`
+    n = test.get("sentences")
+    if name:
+        where = (
+            t("frame.card.score_set_n", lang, set=name, n=f"{n:,}") if isinstance(n, int) and n > 0 else name
+        )
+        line = t("frame.card.score_where", lang, score=line, where=where)
+    if isinstance(test.get("beam_size"), int):
+        line += t("frame.card.score_beam", lang, k=test["beam_size"])
+    return line
 
 
 def model_card(path: Path, name: str | None = None) -> ModelCard:
@@ -212,7 +229,7 @@ def model_card(path: Path, name: str | None = None) -> ModelCard:
         parameters=parameters if isinstance(parameters, int) else None,
         texts=texts,
         examples=tuple(s for s in examples if isinstance(s, str) and s.strip()),
-        score=_score(info.get("test")),
+        test=info["test"] if isinstance(info.get("test"), dict) else None,
         imported=info["imported"] if isinstance(info.get("imported"), dict) else None,
     )
 
