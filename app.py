@@ -7,6 +7,7 @@ Run with `streamlit run app.py`.
 
 from __future__ import annotations
 
+import logging
 import os
 
 # torch's OpenMP threads must not spin while waiting: on a shared or busy machine spinning threads made
@@ -268,6 +269,11 @@ def main() -> None:
         nav.run()
     except session.PageEnd:  # a page that ends early (no model of its kind yet) keeps its share link
         pass
+    except Exception as exc:  # hosted: the page boundary shows one line, never a traceback (the log has it)
+        if not loading.limits().is_hosted:
+            raise
+        logging.getLogger(__name__).exception("page %s failed", here.file)
+        st.error(session.error(exc))
     finally:
         session.FRAMED.reset(framed)
     share_link(nav.url_path)

@@ -17,12 +17,25 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 if __package__ in (None, ""):  # `python bench/bench_soak.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.bench_class import REPO, Sample, Sampler, Script, cpu_percent, drive_class, use_checkpoints
+from bench.bench_class import (
+    REPO,
+    Sample,
+    Sampler,
+    Script,
+    Session,
+    cpu_percent,
+    drive_class,
+    own_sentence,
+    read_process,
+    text_state,
+    use_checkpoints,
+)  # fmt: skip
 from bench.bench_load import free_port, server_env, stop_server, write_section
 from deploy.launch import serve, start_app, streamlit_args
 
@@ -48,7 +61,9 @@ def serve_probed(probe: Path, args: list[str]) -> None:
     serve(args)
 
 
-def start_probed_server(work: Path, port: int, train_steps: int) -> subprocess.Popen:
+def start_probed_server(
+    work: Path, port: int, train_steps: int, extra: Sequence[str] = ()
+) -> subprocess.Popen:
     """The hosted app (as bench_load.start_server) run through `serve_probed`, its probe file at work/probe."""
     command = [
         sys.executable,
@@ -58,6 +73,7 @@ def start_probed_server(work: Path, port: int, train_steps: int) -> subprocess.P
         str(work / "probe"),
         "--",
         *streamlit_args(port),
+        *extra,
     ]
     return start_app(port, server_env(work, train_steps), work / "server.log", command)
 
@@ -128,6 +144,60 @@ def section(samples: list[Sample], waves: int, errors: list[str], minutes: float
     return "\n".join(lines) + "\n"
 
 
+SENTENCES_TITLE = "Soak: a new sentence on every run"
+BOX = "Sentence to translate"
+
+
+async def type_sentences(
+    url: str, runs: int, pid: int, every: int
+) -> tuple[list[tuple[int, float]], list[str]]:
+    """One tab types a new sentence on the Attention page run after run (every 4th also opens Decoding and comes back).
+
+    Returns (script runs so far, server RSS MiB) every `every` runs, and the errors the runs showed.
+    """
+    session = Session(url.replace("http", "ws", 1) + "/_stcore/stream")
+    await session.connect()
+    rows, errors, done = [(0, read_process(pid, 0.0).rss_mib)], [], 0
+    try:
+        await session.rerun(page=None, query="")
+        done += 1
+        for i in range(10**9):
+            if done >= runs:
+                break
+            if BOX not in session.widgets:
+                await session.rerun(page="Attention")
+                done += 1
+            run = await session.rerun(states=[text_state(session.widgets[BOX], own_sentence(i, toy=False))])
+            done += 1
+            errors += run.errors()
+            if i % 4 == 3:
+                errors += (await session.rerun(page="Decoding")).errors()
+                await session.rerun(page="Attention")
+                done += 2
+            if done // every > rows[-1][0] // every:
+                rows.append((done, read_process(pid, 0.0).rss_mib))
+        rows.append((done, read_process(pid, 0.0).rss_mib))
+    finally:
+        await session.close()
+    return rows, errors
+
+
+def sentence_soak(
+    runs: int, budget: str | None, every: int = 100
+) -> tuple[list[tuple[int, float]], list[str]]:
+    """type_sentences against one hosted server; budget: server.maxCacheDataSize ("0": none, None: config.toml's)."""
+    with tempfile.TemporaryDirectory(prefix="visformer-soak-") as tmp:
+        work = Path(tmp)
+        use_checkpoints(work, REPO / "checkpoints")
+        port = free_port()
+        extra = [] if budget is None else ["--server.maxCacheDataSize", budget]
+        proc = start_probed_server(work, port, 100, extra)
+        try:
+            return asyncio.run(type_sentences(f"http://127.0.0.1:{port}", runs, proc.pid, every))
+        finally:
+            stop_server(proc)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the soak, print the section and write it into RESULTS.md."""
     if argv is None and sys.argv[1:2] == ["--serve"]:  # the server side: `--serve PROBE -- STREAMLIT ARGS`
@@ -141,7 +211,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-steps", type=int, default=100, help="hosted max steps per run (default 100)")
     parser.add_argument("--note", default="", help="a sentence added to the section (e.g. other load)")
     parser.add_argument("--no-write", action="store_true", help="print only; leave RESULTS.md alone")
+    parser.add_argument("--sentences", type=int, default=0,
+                        help="instead: one tab, a new sentence on every one of this many script runs")  # fmt: skip
+    parser.add_argument("--budget", default=None, help="with --sentences: server.maxCacheDataSize (0 = none)")
     args = parser.parse_args(argv)
+    if args.sentences:
+        rows, errors = sentence_soak(args.sentences, args.budget)
+        budget = "config.toml's" if args.budget is None else args.budget
+        print(f"budget {budget}: " + ", ".join(f"{n} runs {mib:.0f} MiB" for n, mib in rows), errors[:5])
+        return 0 if not errors else 1
     samples, waves, errors = soak(args.minutes, args.students, args.trainers, args.think, args.train_steps)
     markdown = section(samples, waves, errors, args.minutes, args.students, args.trainers, args.note)
     print(markdown)

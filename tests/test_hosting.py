@@ -517,3 +517,26 @@ def test_teacher_cleans_old_sessions(tmp_path: Path, capsys) -> None:
     assert main(["clean", "--root", str(tmp_path), "--days", "7"]) == 0
     assert not old.exists() and new.exists() and (tmp_path / "shared-run").exists()
     assert main(["clean", "--root", str(tmp_path), "--days", "-1"]) == 2
+
+
+@pytest.mark.parametrize("hosted", [True, False])
+def test_an_unexpected_error_in_a_page_is_one_line_when_hosted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hosted: bool
+) -> None:
+    from tests.test_bad_checkpoints import tiny_checkpoint
+    from visformer.explain import views
+
+    def broken(*args, **kwargs):
+        raise RuntimeError(f"boom in {tmp_path}/secret")
+
+    monkeypatch.setattr(views, "translation_view", broken)
+    tiny_checkpoint(tmp_path / "shipped" / "toy-copy")
+    app = _app(tmp_path / "users", tmp_path / "shipped", monkeypatch, hosted=hosted)
+    app.query_params["sentence"] = f"a b c {hosted}"  # a sentence no other test has cached
+    app.run()
+    if hosted:
+        assert not app.exception
+        shown = " ".join(e.value for e in app.error)
+        assert "unexpected error \\(RuntimeError\\)" in shown and "secret" not in shown, shown
+    else:  # locally (and in every other test) the traceback shows, so nothing is hidden from a developer
+        assert app.exception and "boom" in app.exception[0].value
