@@ -318,3 +318,11 @@ def test_snapshot_index_must_be_a_list(ck: Path) -> None:
     (ck / "snapshots.json").write_text(json.dumps({"step": 1}))
     with pytest.raises(CheckpointError, match="snapshots do not match.*not a list"):
         load_checkpoint(ck)
+
+
+@pytest.mark.parametrize("entry", [{"step": 1, "loss": 1.0, "probes": [1, 2]}, {"step": 1, "loss": 1.0, "probes": "abc"},
+                                   {"step": 1, "loss": 1.0, "probes": ["a"], "targets": [None]}, ["not", "a", "dict"]])  # fmt: skip
+def test_snapshot_entries_must_hold_text(ck: Path, entry: object) -> None:
+    (ck / "snapshots.json").write_text(json.dumps([entry]))
+    with pytest.raises(CheckpointError, match="snapshots do not match"):
+        load_checkpoint(ck)

@@ -459,6 +459,9 @@ def _load_snapshots(folder: Path, config: ModelConfig) -> list[Snapshot]:
         if not isinstance(index, list):
             raise TypeError(f"{SNAPSHOTS_INDEX} is a {type(index).__name__}, not a list")
         for i, entry in enumerate(index):
+            texts = [*entry["probes"], *entry.get("targets", [])]
+            if not isinstance(entry["probes"], list) or not all(isinstance(t, str) for t in texts):
+                raise TypeError(f"snapshot {i}: probes and targets must be lists of text")
             maps = {kind: [tensors[f"{i}.{kind}.{j}"] for j in range(n)] for kind, n in layers.items()}
             for kind, ms in maps.items():
                 for m in ms:
