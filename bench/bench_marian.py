@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from torch import Tensor
@@ -169,3 +170,151 @@ def _add_row(section: Section, strategy: str, batch: int, times: dict[str, list[
     ours, peer = Stat.of(times["ours"]).scaled(1e3), Stat.of(times["peer"]).scaled(1e3)
     speedup = ratio_stat(times["peer"], times["ours"])
     section.rows.append([strategy, str(batch), ours.fmt(1), peer.fmt(1), f"{speedup.fmt(2)}×"])
+
+
+# ---------------------------------------------------------------------------------------------
+# An imported OPUS-MT model: opus-mt-ko-en's configuration, random weights (no download)
+# ---------------------------------------------------------------------------------------------
+
+OPUS_TITLE = "Imported OPUS-MT (opus-mt-ko-en size)"
+KOREAN = [  # fresh 20-token-ish sentences (none is an example the app offers)
+    "트랜스포머는 어텐션만으로 문장을 번역하고 인코더와 디코더가 서로 정보를 주고받습니다.",
+    "오늘 수업에서는 멀티 헤드 어텐션이 각 단어를 어떻게 바라보는지 직접 확인해 봅시다.",
+    "디코더는 이미 만든 단어만 볼 수 있어서 다음 단어를 하나씩 차례대로 만들어 냅니다.",
+    "위치 인코딩이 없으면 모델은 단어의 순서를 전혀 알 수 없다는 점을 기억하세요.",
+]
+
+
+def opus_folder(folder: Path) -> Path:
+    """A save_pretrained folder of a random MarianMTModel with opus-mt-ko-en's config and a 65,001-entry vocab."""
+    import io
+    import json
+
+    import sentencepiece as spm
+    from transformers import MarianConfig, MarianMTModel
+
+    from visformer.marian import OPUS_MT_KO_EN
+
+    folder.mkdir(parents=True, exist_ok=True)
+    proto = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(KOREAN * 20), model_writer=proto, vocab_size=200, hard_vocab_limit=False,
+        minloglevel=2, num_threads=1,
+    )  # fmt: skip
+    sp = spm.SentencePieceProcessor(model_proto=proto.getvalue())
+    vocab = {"</s>": 0, "<unk>": 1}
+    for i in range(sp.get_piece_size()):
+        vocab.setdefault(sp.id_to_piece(i), len(vocab))
+    vocab.pop("<s>")
+    vocab = {p: i for i, p in enumerate(vocab)}
+    pad = OPUS_MT_KO_EN["pad_token_id"]
+    vocab |= {f"▁filler{i}": i for i in range(len(vocab), pad)} | {"<pad>": pad}  # the real vocab's size
+    for name in ("source.spm", "target.spm"):
+        (folder / name).write_bytes(proto.getvalue())
+    (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+    settings = {k: v for k, v in OPUS_MT_KO_EN.items() if k != "model_type"}
+    torch.manual_seed(0)
+    MarianMTModel(MarianConfig(**settings, forced_eos_token_id=None)).eval().save_pretrained(folder)
+    return folder
+
+
+def _opus_strategies(model: Transformer, src: Tensor, new_tokens: int, precision: str) -> dict:
+    """visformer.decoding greedy and beam 4 from <pad> (Marian's start), exactly `new_tokens` tokens."""
+    from visformer.decoding import beam_search, greedy
+
+    start = model.config.decoder_start_id
+    common = dict(max_len=new_tokens, bos_id=start, eos_id=-1, precision=precision)
+    return {
+        "greedy": lambda: greedy(model, src, **common),
+        "beam 4": lambda: beam_search(model, src, beam_size=4, **common),
+    }
+
+
+def run_opus(quick: bool = False) -> Section:
+    """Import a random opus-mt-ko-en-sized Marian, then decode against generate() and time the app on it."""
+    import tempfile
+    import time
+
+    section = Section(
+        title=OPUS_TITLE,
+        intro=(
+            "A `MarianMTModel` with opus-mt-ko-en's configuration (d_model 512, 6+6 layers, 8 heads, d_ff 2048, "
+            "swish, 65,001-piece shared vocabulary, 77.5 M parameters) and random weights (no download), imported "
+            "with `python -m visformer import-marian`. Decoding: exactly 20 target tokens for a 20-token source "
+            "(random weights never say eos), visformer.decoding from the imported checkpoint against "
+            "`generate()` of the same model at the same precision, alternating rounds; ms, median (min–max); "
+            "speed-up = per-round generate() time / ours."
+        ),
+        header=["strategy", "precision", "batch", "visformer ms", "Marian generate() ms", "speed-up"],
+    )
+    if not transformers_available():
+        section.notes.append(
+            "skipped: `transformers` is not installed (`pip install -r bench/requirements.txt`)."
+        )
+        return section
+    from visformer.checkpoint import load_checkpoint
+    from visformer.marian import import_marian
+
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        hf_folder = opus_folder(Path(tmp) / "opus-mt-ko-en-random")
+        built = time.perf_counter() - start
+        start = time.perf_counter()
+        out = import_marian(str(hf_folder), Path(tmp) / "checkpoints" / "opus-mt-ko-en")
+        imported = time.perf_counter() - start
+        size_mb = sum(p.stat().st_size for p in out.rglob("*") if p.is_file()) / 2**20
+        ckpt = load_checkpoint(out)
+        _opus_decoding(section, ckpt.model, hf_folder, quick)
+        del ckpt
+        _opus_app(section, Path(tmp) / "checkpoints", quick)
+    section.notes.append(
+        f"Building and saving the random Marian took {built:.1f} s; `import-marian` {imported:.1f} s; the "
+        f"checkpoint folder is {size_mb:.0f} MiB (float32 safetensors + tokenizer files)."
+    )
+    return section
+
+
+def _opus_decoding(section: Section, ours: Transformer, hf_folder: Path, quick: bool) -> None:
+    """Rows: greedy and beam 4 at batch 1 and 64, fp32 and bf16 autocast, against generate()."""
+    from transformers import MarianMTModel
+
+    peer = MarianMTModel.from_pretrained(hf_folder).eval()
+    new_tokens, rounds = (5, 2) if quick else (20, 5)
+    for batch in (1,) if quick else (1, 64):
+        src = torch.randint(4, 200, (batch, 6 if quick else 20))
+        src[:, -1] = 0  # Marian's </s>
+        for precision in ("fp32", "bf16"):
+            mine = _opus_strategies(ours, src, new_tokens, precision)
+            for name, fn in mine.items():
+                theirs = marian_generate(peer, src, new_tokens, beams=4 if "beam" in name else 1)
+                theirs = in_bf16(theirs) if precision == "bf16" else theirs
+                n = max(2, rounds // 2) if batch > 1 and "beam" in name else rounds
+                times = alternate({"ours": fn, "peer": theirs}, n)
+                ours_ms, peer_ms = Stat.of(times["ours"]).scaled(1e3), Stat.of(times["peer"]).scaled(1e3)
+                ratio = ratio_stat(times["peer"], times["ours"])
+                section.rows.append(
+                    [name, precision, str(batch), ours_ms.fmt(1), peer_ms.fmt(1), f"{ratio.fmt(2)}×"]
+                )
+
+
+def _opus_app(section: Section, checkpoints: Path, quick: bool) -> None:
+    """The app's interactions (AppTest, server side, in a child process) with the imported model as default."""
+    import os
+    import tempfile
+
+    from .bench_app import app_env, interactions_in_child
+
+    with tempfile.TemporaryDirectory() as user:
+        env = {**app_env(user), "VISFORMER_CHECKPOINTS": str(checkpoints)}
+        result = interactions_in_child(KOREAN[:2] if quick else KOREAN, env)
+    if "error" in result:
+        section.notes.append(f"app interactions failed: {result['error']}")
+        return
+    for name, seconds in result["times"].items():
+        stat = Stat.of(seconds).scaled(1e3)
+        verdict = "met" if stat.median < 300 else "not met"
+        section.notes.append(f"app, {name}: {stat.fmt(0)} ms (n={len(seconds)}; < 300 ms: {verdict})")
+    section.notes.append(
+        f"app process peak resident memory with the imported model: {result['peak_rss_mib']:.0f} MiB "
+        f"(AppTest child, {os.cpu_count()} CPUs)"
+    )

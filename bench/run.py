@@ -33,6 +33,7 @@ ORDER = [
     "Training profile",
     "Decoding",
     "Generation vs Hugging Face Marian",
+    "Imported OPUS-MT (opus-mt-ko-en size)",
     "Time to learn",
     "App",
     "Scaling: sentence length",
@@ -65,6 +66,7 @@ def benchmarks(quick: bool) -> dict[str, Callable[[], SectionLike]]:
     if decoding is not None:
         found["decoding"] = lambda: decoding.run(quick=quick)
     found["marian"] = lambda: importlib.import_module("bench.bench_marian").run(config, quick)
+    found["opus"] = lambda: importlib.import_module("bench.bench_marian").run_opus(quick)
     found["learning"] = lambda: importlib.import_module("bench.bench_time_to_learn").run(quick=quick)
     found["app"] = lambda: importlib.import_module("bench.bench_app").run(quick=quick)
     return found

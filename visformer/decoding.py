@@ -243,31 +243,30 @@ def _generate(
     pad_id = model.config.pad_id
     limits = _length_limits(src, pad_id, max_len, model.config.max_len)  # (B,)
     batch = src.shape[0]
-    in_precision = precision_context(model, precision)
-    with in_precision:
+    # one autocast region for encode and every step: bf16 copies of the weights are made once, not per step
+    with precision_context(model, precision):
         encoded = model.encode(src, head_mask=head_mask)
-    cache = model.new_cache()
-    rows = torch.arange(batch)  # original sentence of each active row
-    tokens = torch.full((batch, 1), bos_id, dtype=torch.long, device=src.device)  # (A, 1)
-    running = torch.zeros(batch, device=src.device)  # (A,) log P so far
-    recs = [{name: [] for name in _STEP_FIELDS} for _ in range(batch)]
-    for t in range(1, int(limits.max()) + 1):
-        with in_precision:
+        cache = model.new_cache()
+        rows = torch.arange(batch)  # original sentence of each active row
+        tokens = torch.full((batch, 1), bos_id, dtype=torch.long, device=src.device)  # (A, 1)
+        running = torch.zeros(batch, device=src.device)  # (A,) log P so far
+        recs = [{name: [] for name in _STEP_FIELDS} for _ in range(batch)]
+        for t in range(1, int(limits.max()) + 1):
             logits = model.decode(tokens, encoded, cache=cache, head_mask=head_mask).logits[:, -1]  # (A, V)
-        logits = _forbid_specials(logits.float(), pad_id, bos_id)
-        log_probs = torch.log_softmax(logits, dim=-1)  # (A, V)
-        token, filtered = choose(logits, rows)  # (A,)
-        running += log_probs.gather(1, token[:, None]).squeeze(1)
-        _record(recs, rows, token, log_probs, filtered, running, n_candidates)
-        done = (token == eos_id).cpu() | (t >= limits[rows])  # (A,)
-        if done.all():
-            break
-        if done.any():
-            keep = (~done).nonzero().squeeze(1)
-            rows = rows[keep]
-            keep = keep.to(src.device)
-            encoded, token, running = _keep_rows(encoded, cache, keep), token[keep], running[keep]
-        tokens = token[:, None]
+            logits = _forbid_specials(logits.float(), pad_id, bos_id)
+            log_probs = torch.log_softmax(logits, dim=-1)  # (A, V)
+            token, filtered = choose(logits, rows)  # (A,)
+            running += log_probs.gather(1, token[:, None]).squeeze(1)
+            _record(recs, rows, token, log_probs, filtered, running, n_candidates)
+            done = (token == eos_id).cpu() | (t >= limits[rows])  # (A,)
+            if done.all():
+                break
+            if done.any():
+                keep = (~done).nonzero().squeeze(1)
+                rows = rows[keep]
+                keep = keep.to(src.device)
+                encoded, token, running = _keep_rows(encoded, cache, keep), token[keep], running[keep]
+            tokens = token[:, None]
     return [_output(rec, eos_id) for rec in recs]
 
 
@@ -436,39 +435,40 @@ def beam_search(
     limits = _length_limits(src, pad_id, max_len, model.config.max_len).tolist()
     records = [_BeamRecord(limit) for limit in limits]
     expand = torch.arange(src.shape[0], device=device).repeat_interleave(k)  # (B*K,) sentence of each row
-    in_precision = precision_context(model, precision)
-    with in_precision:
+    # one autocast region for encode and every step: bf16 copies of the weights are made once, not per step
+    with precision_context(model, precision):
         encoded = model.encode(src, head_mask=head_mask)
-    encoded = Encoded(encoded.memory[expand], encoded.src_mask[expand], [])
-    cache = model.new_cache()
-    active = list(range(src.shape[0]))  # sentences still searching
-    scores = torch.full((len(active), k), -math.inf, device=device)  # (A, K) log P of live beams
-    scores[:, 0] = 0.0  # one root [bos]; the other slots start dead
-    seqs = torch.empty(len(active), k, 0, dtype=torch.long, device=device)  # (A, K, t)
-    tokens = torch.full((len(active) * k, 1), bos_id, dtype=torch.long, device=device)
-    for t in range(1, max(limits) + 1):
-        with in_precision:
+        encoded = Encoded(encoded.memory[expand], encoded.src_mask[expand], [])
+        cache = model.new_cache()
+        active = list(range(src.shape[0]))  # sentences still searching
+        scores = torch.full((len(active), k), -math.inf, device=device)  # (A, K) log P of live beams
+        scores[:, 0] = 0.0  # one root [bos]; the other slots start dead
+        seqs = torch.empty(len(active), k, 0, dtype=torch.long, device=device)  # (A, K, t)
+        tokens = torch.full((len(active) * k, 1), bos_id, dtype=torch.long, device=device)
+        for t in range(1, max(limits) + 1):
             logits = model.decode(tokens, encoded, cache=cache, head_mask=head_mask).logits[:, -1]  # (A*K, V)
-        log_probs = torch.log_softmax(_forbid_specials(logits.float(), pad_id, bos_id), dim=-1)
-        vocab = log_probs.shape[-1]
-        log_probs = log_probs.view(len(active), k, vocab)  # (A, K, V)
-        extended = scores[:, :, None] + log_probs  # (A, K, V)
-        top_scores, flat = extended.view(len(active), k * vocab).topk(k, dim=-1)  # (A, K)
-        parent, token = flat // vocab, flat % vocab
-        seqs = torch.cat([seqs.gather(1, parent[:, :, None].expand(-1, -1, t - 1)), token[:, :, None]], dim=2)
-        offer_logp, offer_i = log_probs.topk(min(n_candidates, vocab), dim=-1)  # (A, K, n)
-        offer_p = offer_logp.exp()
-        scores = _beam_step(
-            records, active, t, alpha, eos_id, top_scores, parent, token, seqs, offer_i, offer_p
-        )
-        done = _beams_done(records, active, t, alpha, k, scores)
-        if all(done):
-            break
-        keep = torch.tensor([a for a, d in enumerate(done) if not d], device=device)
-        rows = (keep[:, None] * k + parent[keep]).view(-1)  # (A'*K,) parent rows of the survivors
-        encoded = _keep_rows(encoded, cache, rows)
-        active = [active[a] for a in keep.tolist()]
-        scores, seqs, tokens = scores[keep], seqs[keep], token[keep].view(-1, 1)
+            log_probs = torch.log_softmax(_forbid_specials(logits.float(), pad_id, bos_id), dim=-1)
+            vocab = log_probs.shape[-1]
+            log_probs = log_probs.view(len(active), k, vocab)  # (A, K, V)
+            extended = scores[:, :, None] + log_probs  # (A, K, V)
+            top_scores, flat = extended.view(len(active), k * vocab).topk(k, dim=-1)  # (A, K)
+            parent, token = flat // vocab, flat % vocab
+            seqs = torch.cat(
+                [seqs.gather(1, parent[:, :, None].expand(-1, -1, t - 1)), token[:, :, None]], dim=2
+            )
+            offer_logp, offer_i = log_probs.topk(min(n_candidates, vocab), dim=-1)  # (A, K, n)
+            offer_p = offer_logp.exp()
+            scores = _beam_step(
+                records, active, t, alpha, eos_id, top_scores, parent, token, seqs, offer_i, offer_p
+            )
+            done = _beams_done(records, active, t, alpha, k, scores)
+            if all(done):
+                break
+            keep = torch.tensor([a for a, d in enumerate(done) if not d], device=device)
+            rows = (keep[:, None] * k + parent[keep]).view(-1)  # (A'*K,) parent rows of the survivors
+            encoded = _keep_rows(encoded, cache, rows)
+            active = [active[a] for a in keep.tolist()]
+            scores, seqs, tokens = scores[keep], seqs[keep], token[keep].view(-1, 1)
     outputs = [_beam_output(rec, n_best, eos_id) for rec in records]
     return DecodeResult("beam", {"beam_size": beam_size, "alpha": alpha, "max_len": max_len}, outputs)
 

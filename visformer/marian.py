@@ -32,6 +32,9 @@ from .model import Transformer
 from .tokenizer import MarianTokenizer
 
 WEIGHT_FILES = ("model.safetensors",)
+TORCH_WEIGHTS = (
+    "pytorch_model.bin"  # older Hub repos only: read through transformers (torch.load weights_only)
+)
 TOKENIZER_FILES = ("source.spm", "target.spm", "vocab.json")
 HUB_FILES = ("config.json", "README.md", *WEIGHT_FILES, *TOKENIZER_FILES, "target_vocab.json")
 ACTIVATIONS = {"swish": "swish", "silu": "swish", "gelu": "gelu", "relu": "relu"}
@@ -96,7 +99,10 @@ def _download(model_id: str) -> Path:
     except ImportError as exc:
         raise MarianImportError("error.marian_no_hub", source=model_id) from exc
     try:
-        return Path(snapshot_download(model_id, allow_patterns=list(HUB_FILES)))
+        folder = Path(snapshot_download(model_id, allow_patterns=list(HUB_FILES)))
+        if not (folder / WEIGHT_FILES[0]).is_file():  # an older repo without safetensors weights
+            folder = Path(snapshot_download(model_id, allow_patterns=[*HUB_FILES, TORCH_WEIGHTS]))
+        return folder
     except Exception as exc:  # offline, unknown id, gated repo: huggingface_hub raises many kinds
         raise MarianImportError("error.marian_fetch", source=model_id, detail=_first_line(exc)) from exc
 
@@ -120,19 +126,35 @@ def read_source(folder: Path, where: str) -> MarianSource:
     check_config(config, where)
     files = [*TOKENIZER_FILES, *(["target_vocab.json"] if _separate_vocabs(folder, config) else [])]
     missing = [f for f in files if not (folder / f).is_file()]
-    if not any((folder / f).is_file() for f in WEIGHT_FILES):
+    if not (folder / WEIGHT_FILES[0]).is_file() and not (folder / TORCH_WEIGHTS).is_file():
         missing.append(WEIGHT_FILES[0])
     if missing:
         raise MarianImportError("error.marian_missing", source=where, files=", ".join(missing))
-    try:
-        weights = load_file(str(folder / WEIGHT_FILES[0]))
-    except (SafetensorError, OSError, ValueError) as exc:
-        raise MarianImportError(
-            "error.marian_bad_file", source=where, file=WEIGHT_FILES[0], detail=exc
-        ) from exc
+    weights = _read_weights(folder, where)
     readme = folder / "README.md"
     text = readme.read_text(encoding="utf-8", errors="replace") if readme.is_file() else ""
     return MarianSource(where, config, weights, folder, text)
+
+
+def _read_weights(folder: Path, where: str) -> dict[str, Tensor]:
+    """model.safetensors (read without transformers), else pytorch_model.bin through transformers."""
+    if (folder / WEIGHT_FILES[0]).is_file():
+        try:
+            return load_file(str(folder / WEIGHT_FILES[0]))
+        except (SafetensorError, OSError, ValueError) as exc:
+            raise MarianImportError(
+                "error.marian_bad_file", source=where, file=WEIGHT_FILES[0], detail=exc
+            ) from exc
+    try:
+        from transformers import MarianMTModel
+    except ImportError as exc:
+        raise MarianImportError("error.marian_no_hub", source=where) from exc
+    try:  # transformers loads .bin files with torch.load(weights_only=True): tensors only, no code
+        return dict(MarianMTModel.from_pretrained(folder).state_dict())
+    except Exception as exc:  # damaged or foreign weights: one message
+        raise MarianImportError(
+            "error.marian_bad_file", source=where, file=TORCH_WEIGHTS, detail=exc
+        ) from exc
 
 
 def check_config(config: Any, where: str) -> None:

@@ -1,0 +1,57 @@
+"""An imported Marian with OPUS-MT's 6 + 6 layers and 8 heads in real Chromium: the all-heads grid of every kind.
+
+Same launch conventions as tests/test_browser.py (its `server` and `browser` fixtures), with the checkpoints
+folder pointed at an imported model. Screenshots go to artifacts/screenshots/marian-all-heads-*.png: look at them
+(48 heads and 6 layer means per kind must stay legible on one screen).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+
+from tests import test_browser as tb
+from tests.test_browser import browser, server  # noqa: F401 (fixtures)
+from tests.test_marian import SOURCES, build_marian
+from visformer import i18n
+from visformer.marian import import_marian
+
+pytestmark = pytest.mark.browser
+pytest.importorskip("transformers")
+
+NAME = "opus-mt-ko-en"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def imported_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The imported model as the only checkpoint the server lists (set before `server` starts)."""
+    root = tmp_path_factory.mktemp("marian-browser")
+    build_marian(root / "hf", d_model=32, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
+                 decoder_attention_heads=8, steps=40)  # fmt: skip
+    import_marian(str(root / "hf"), root / "checkpoints" / NAME)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(os.environ, "VISFORMER_CHECKPOINTS", str(root / "checkpoints"))
+        yield root
+
+
+@pytest.mark.parametrize("kind", ["cross", "encoder", "decoder"])
+def test_all_heads_grid_of_an_imported_6x8_model(imported_model, server: str, browser, kind: str) -> None:  # noqa: F811
+    query = {"checkpoint": NAME, "sentence": SOURCES[0], "lang": "ko", "view": kind, "tab": "All heads"}
+    page, errors = tb._open(browser, f"{server}/?{urlencode(query)}")
+    try:
+        tb._visible_charts(page, 1)
+        tb._wait_until_idle(page)
+        # subplots of the largest chart (a masked map adds a hatch trace to its panel)
+        panels = page.evaluate(
+            "() => Math.max(...[...document.querySelectorAll('.js-plotly-plot')]"
+            ".map(p => new Set(p.data.map(t => t.xaxis)).size))"
+        )
+        assert panels == 6 * (8 + 1)  # 48 heads and a mean per layer
+        assert page.get_by_text(i18n.t("attention.grid_compact", "ko")).count() == 1
+        tb._check_and_shoot(page, f"marian-all-heads-{kind}", errors)
+    finally:
+        page.close()
