@@ -510,7 +510,7 @@ def step_why(ctx: Context) -> None:
                                r.path), strict=True))
             for r in ls.complexity_rows(n, d)
         ]  # fmt: skip
-        st.dataframe(table, hide_index=True)
+        st.table(table, hide_index=True)  # wraps in a narrow column, never scrolls sideways
         names = (
             ctx.t("lesson.why.row.self_attention") + " n²·d",
             ctx.t("lesson.why.row.recurrent") + " n·d²",

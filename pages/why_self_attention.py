@@ -34,10 +34,10 @@ with st.spinner(tr("models.cx.measuring")):
     bench, seconds = measure(REPEATS, THREADS)
 lang = session.lang()
 
-left, right = st.columns(2)
+left = right = st.container()  # one table above the other: side by side they needed sideways scrolling
 with left:
     st.subheader(tr("models.cx.table_header"))
-    st.dataframe(
+    st.table(
         {
             tr("models.cx.col_layer"): [tr(f"models.cx.t1.{i}") for i in range(len(cx.TABLE_1))],
             tr("models.cx.col_complexity"): [row[1] for row in cx.TABLE_1],
@@ -50,7 +50,7 @@ with left:
 with right:
     st.subheader(tr("models.cx.measured_header", d=bench.d))
     rows = cx.measured_rows(bench)
-    st.dataframe(
+    st.table(
         {
             tr("models.cx.col_n"): [r["n"] for r in rows],
             tr("models.cx.col_attention_ms"): [round(r["attention_ms"], 3) for r in rows],

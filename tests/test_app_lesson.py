@@ -125,7 +125,7 @@ def answer_shown(at: AppTest, name: str, lang: str) -> tuple[set[str], bool, boo
     texts = [t for t in shown_texts(at) if not t.startswith(f"**{i18n.t('lesson.predict', lang)}**")]
     key = ANSWER_TEXTS.get(name)
     stated = bool(key) and any(i18n.catalog(lang)[key].split("{")[0].strip() in t for t in texts)
-    return charts, stated, bool(at.dataframe)
+    return charts, stated, bool(at.table)
 
 
 @pytest.mark.parametrize("lang", i18n.LANGS)

@@ -58,7 +58,7 @@ def assert_no_raw_key(at: AppTest) -> None:
 def test_why_self_attention_shows_table_1_and_the_measurements(lang: str) -> None:
     at = open_page(CX_PAGE, lang=lang)
     assert at.title[0].value == i18n.t("models.cx.page_title", lang)
-    table, measured = at.dataframe[0].value, at.dataframe[1].value
+    table, measured = at.table[0].value, at.table[1].value  # static tables: they wrap, never scroll sideways
     assert len(table) == 4 and i18n.t("models.cx.col_path", lang) in table.columns
     assert list(measured[i18n.t("models.cx.col_n", lang)]) == [8, 16, 32, 64, 128, 256, 512]
     ns = [8, 16, 32, 64, 128, 256, 512]
@@ -69,7 +69,7 @@ def test_why_self_attention_shows_table_1_and_the_measurements(lang: str) -> Non
     if lang == "ko":
         assert "셀프 어텐션" in at.markdown[0].value
     at.button(key="cx_remeasure").click().run()
-    assert not at.exception and len(at.dataframe[1].value) == 7
+    assert not at.exception and len(at.table[1].value) == 7
 
 
 @pytest.mark.parametrize("lang", i18n.LANGS)

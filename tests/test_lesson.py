@@ -225,6 +225,8 @@ def test_figures_draw_the_given_numbers() -> None:
     )
     texts_drawn = [t for tr in fig.data if tr.text is not None for t in tr.text]
     assert "&lt;/s&gt;" in texts_drawn and "c" in texts_drawn
+    assert fig.layout.xaxis.domain == fig.layout.xaxis2.domain  # one panel above the other: titles never meet
+    assert len({a.y for a in fig.layout.annotations}) == 2
     with pytest.raises(ValueError, match="does not match"):
         ls.seq2seq_figure(["a"], ["x"], np.ones((2, 2)), ("L", "R"))
     view = ls.embedding_view(model_for(), SRC)

@@ -136,3 +136,18 @@ def test_curves_and_timeline_in_korean() -> None:
     ]
     strip = tfig.timeline_strip([np.eye(2)], [7], ["a", "b"], ["c", "d"], lang="ko")
     assert [a.text for a in strip.layout.annotations] == ["7 스텝"]
+
+
+def test_the_timeline_colour_bar_sits_beside_the_map_and_off_the_loss_chart() -> None:
+    rows = [f"→ ▁{w}" for w in ("Er", "sitzt", "auf", "der", "Bank", ".", "</s>")]
+    weights = np.full((7, 5), 0.2)
+    fig = tfig.timeline_figure(weights, rows, list("abcde"), [1, 5, 9], [3.0, 2.0, 1.0], 5, snapshot_steps=[5],
+                               snapshot_losses=[2.1], title="cross")  # fmt: skip
+    bar = fig.data[0].colorbar
+    bar_x = bar.x if bar.x is not None else 1.02  # plotly's default: right of every plot area
+    assert bar_x >= max(fig.layout.xaxis.domain[1], fig.layout.xaxis2.domain[1])  # never over a chart
+    bar_bottom, bar_top = bar.y, bar.y + bar.len
+    loss_bottom, loss_top = fig.layout.yaxis2.domain
+    assert bar_bottom >= loss_top - 1e-9 and bar_top <= 1 + 1e-9  # beside the map, above the loss chart
+    assert fig.layout.yaxis.automargin is True  # whole row labels ("→ ▁Er")
+    assert fig.layout.legend.y >= loss_top  # the legend above the loss chart, not on the map's labels

@@ -99,7 +99,9 @@ def rnn_question(n_src: int) -> Question:
 def seq2seq_figure(
     src_pieces: list[str], out_pieces: list[str], cross: np.ndarray, titles: tuple[str, str]
 ) -> go.Figure:
-    """Left: an RNN squeezes the source into one context vector c. Right: attention links every output to every source piece.
+    """Top: an RNN squeezes the source into one context vector c. Below: attention links every output to every source piece.
+
+    One panel above the other: side by side, the two titles ran into each other (and on a phone, the panels).
 
     cross: (T, S) cross-attention weights (e.g. head average of the last layer) drawn as line opacity.
     """
@@ -108,7 +110,7 @@ def seq2seq_figure(
         raise ValueError(
             f"cross {cross.shape} does not match {len(out_pieces)} outputs, {len(src_pieces)} sources"
         )
-    fig = make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.06)
+    fig = make_subplots(rows=2, cols=1, subplot_titles=titles, vertical_spacing=0.14)
     n_s, n_t = len(src_pieces), len(out_pieces)
     xs = np.linspace(0, 1, max(n_s, 1)) if n_s > 1 else np.array([0.5])
     xt = np.linspace(0, 1, max(n_t, 1)) if n_t > 1 else np.array([0.5])
@@ -134,15 +136,16 @@ def seq2seq_figure(
             if w < 0.05:
                 continue
             fig.add_trace(go.Scatter(x=[xs[s], xt[t]], y=[0, 1], mode="lines", opacity=float(w),
-                                     line=dict(color=blue, width=1 + 4 * float(w)), hoverinfo="skip"), 1, 2)  # fmt: skip
+                                     line=dict(color=blue, width=1 + 4 * float(w)), hoverinfo="skip"), 2, 1)  # fmt: skip
     fig.add_trace(go.Scatter(x=xs, y=[0] * n_s, mode="markers+text", text=src_text, textposition="bottom center",
-                             marker=dict(size=12, color=blue), hoverinfo="skip"), 1, 2)  # fmt: skip
+                             marker=dict(size=12, color=blue), hoverinfo="skip"), 2, 1)  # fmt: skip
     fig.add_trace(go.Scatter(x=xt, y=[1] * n_t, mode="markers+text", text=out_text, textposition="top center",
-                             marker=dict(size=12, color="#3b9a5a"), hoverinfo="skip"), 1, 2)  # fmt: skip
+                             marker=dict(size=12, color="#3b9a5a"), hoverinfo="skip"), 2, 1)  # fmt: skip
     fig.update_xaxes(visible=False, range=[-0.15, 1.15])
     fig.update_yaxes(visible=False, range=[-0.35, 1.35])
     fig.update_layout(showlegend=False)
-    return layout(fig, "", 380)
+    fig.update_annotations(xanchor="left", x=0.0)  # each title at the left of its panel
+    return layout(fig, "", 620)
 
 
 # ---------------------------------------------------------------------------------------------

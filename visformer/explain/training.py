@@ -230,28 +230,41 @@ def timeline_figure(
     mean_over: int | None = None,
     lang: str = "en",
 ) -> go.Figure:
-    """An attention map at one training step (left) beside the loss curve marked at that step (right)."""
+    """An attention map at one training step (top) above the loss curve marked at that step (bottom).
+
+    One above the other, not side by side: beside the loss, the map's colour bar fell on the loss chart (or,
+    with long labels, on the map itself) and its row labels were cut. Here the colour bar sits right of the
+    map, over the map's rows only, and the row labels get the room they need.
+    """
     weights = np.asarray(weights, dtype=float)
     check_labels(weights, query_labels, key_labels)
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.55, 0.45], horizontal_spacing=0.2,
-                        subplot_titles=(t("timeline.fig.attention_at", lang, step=at_step), t("timeline.fig.loss_axis", lang)))  # fmt: skip
+    map_px, loss_px, gap_px = max(200, 26 * len(query_labels) + 40), 240, 150  # the gap: the map's key labels
+    total = map_px + loss_px + gap_px
+    fig = make_subplots(rows=2, cols=1, row_heights=[map_px, loss_px], vertical_spacing=gap_px / total,
+                        subplot_titles=(t("timeline.fig.attention_at", lang, step=at_step), ""))  # fmt: skip
+    map_domain = fig.layout.yaxis.domain  # (bottom, top) of the map in paper coordinates
     add_traces(fig, masked_heatmap(
         weights, masked, cell_labels(query_labels, key_labels), x=list(range(len(key_labels))),
         y=list(range(len(query_labels))), colorscale=ATTENTION_SCALE, zmin=0.0, zmax=1.0, xgap=1, ygap=1,
-        colorbar=dict(title=t("timeline.fig.weight", lang), thickness=12, x=fig.layout.xaxis.domain[1] + 0.015),
+        colorbar=dict(title=t("timeline.fig.weight", lang), thickness=12, y=map_domain[0], yanchor="bottom",
+                      len=map_domain[1] - map_domain[0]),
         hovertemplate=f"%{{customdata[0]}} → %{{customdata[1]}}<br>{t('timeline.fig.weight', lang)} = %{{z:.3f}}<extra></extra>",
     ), row=1, col=1)  # fmt: skip
     token_axes(fig, query_labels, key_labels, row=1, col=1)
+    fig.update_yaxes(automargin=True, row=1, col=1)  # whole row labels ("→ ▁Er"), never cut
+    fig.update_xaxes(automargin=True, row=1, col=1)
     loss = loss_marker_figure(steps, losses, at_step, snapshot_steps=snapshot_steps, snapshot_losses=snapshot_losses,
                               mean_over=mean_over, lang=lang)  # fmt: skip
     for trace in loss.data:
-        fig.add_trace(trace, row=1, col=2)
-    fig.add_vline(x=at_step, line=dict(color=MARK_COLOR, width=2, dash="dash"), row=1, col=2)
-    fig.update_xaxes(title=t("train.fig.step", lang), type=loss.layout.xaxis.type, row=1, col=2)
-    fig.update_yaxes(title=t("timeline.fig.loss_axis", lang), rangemode="tozero", row=1, col=2)
-    fig.update_layout(legend=dict(orientation="h", y=-0.2, x=0.6))
-    height = int(min(760, max(380, 26 * len(query_labels) + 200)))
-    return layout(fig, title, height)
+        fig.add_trace(trace, row=2, col=1)
+    fig.add_vline(x=at_step, line=dict(color=MARK_COLOR, width=2, dash="dash"), row=2, col=1)
+    fig.update_xaxes(title=t("train.fig.step", lang), type=loss.layout.xaxis.type, row=2, col=1)
+    fig.update_yaxes(title=t("timeline.fig.loss_axis", lang), rangemode="tozero", row=2, col=1)
+    loss_top = fig.layout.yaxis2.domain[1]
+    fig.update_layout(
+        legend=dict(orientation="h", x=0, y=loss_top + 0.01, yanchor="bottom")
+    )  # above the loss
+    return layout(fig, title, total + 90)
 
 
 # ---------------------------------------------------------------------------------------------
