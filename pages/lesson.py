@@ -236,8 +236,8 @@ def step_positional(ctx: Context) -> None:
     d, n = ctx.ck.model_config.d_model, len(ctx.view.src_pieces)
     st.markdown(ctx.t("lesson.positional.body"))
     st.latex(
-        r"PE_{(pos,\,2i)} = \sin\frac{pos}{10000^{2i/d_{model}}}, \qquad "
-        r"PE_{(pos,\,2i+1)} = \cos\frac{pos}{10000^{2i/d_{model}}}"
+        r"\begin{aligned} PE_{(pos,\,2i)} &= \sin\frac{pos}{10000^{2i/d_{model}}} \\ "
+        r"PE_{(pos,\,2i+1)} &= \cos\frac{pos}{10000^{2i/d_{model}}} \end{aligned}"  # two lines: fits a phone
     )
     if ask(ctx, ls.pe_question(n, d), "positional"):
         positional_figures(ctx, n, d)
@@ -253,7 +253,7 @@ def positional_figures(ctx: Context, n: int, d: int) -> None:
     k = max(1, n - 1)
     check = an.rotation_check(0, k, d)
     st.markdown(ctx.t("lesson.positional.rotation", k=k, pos=0, err=f"{check.max_error:.1e}"))
-    left, _ = st.columns(2)
+    left, _ = st.columns([3, 1])  # wide enough for its title
     with left:
         pe0, sl = an.pe_matrix(1, d)[0], slice(0, 2)  # pair 0 of PE(0)
         rotation = pos.rotation_figure(pe0[sl], check.target[sl], check.rotated[sl], 0, k, lang=ctx.lang)

@@ -48,8 +48,8 @@ tr, lang = session.tr, session.lang()
 st.title(tr("pe.title"))
 st.markdown(tr("pe.intro"))
 st.latex(
-    r"PE_{(pos,\,2i)} = \sin\!\left(\frac{pos}{10000^{2i/d_{model}}}\right) \qquad "
-    r"PE_{(pos,\,2i+1)} = \cos\!\left(\frac{pos}{10000^{2i/d_{model}}}\right)"
+    r"\begin{aligned} PE_{(pos,\,2i)} &= \sin\!\left(\frac{pos}{10000^{2i/d_{model}}}\right) \\ "
+    r"PE_{(pos,\,2i+1)} &= \cos\!\left(\frac{pos}{10000^{2i/d_{model}}}\right) \end{aligned}"  # two lines: fits a phone
 )
 
 state = st.session_state

@@ -94,6 +94,15 @@ def test_pe_figures() -> None:
     assert sum(len(t.x) for t in vec.data) == 8
     binary = positional.binary_figure(an.binary_bits(16), an.pe_matrix(16, 8))
     assert [np.asarray(t.z).shape for t in binary.data] == [(16, 4), (16, 4)]
+    for lang in ("en", "ko"):  # side by side, each title on two short lines: on one they ran together
+        titles = [
+            a.text
+            for a in positional.binary_figure(an.binary_bits(4), an.pe_matrix(4, 8), lang).layout.annotations
+        ]
+        assert len(titles) == 2 and all(title.count("<br>") == 1 for title in titles), titles
+        assert all(len(line) <= 32 for title in titles for line in title.split("<br>")), titles
+        note = positional.pe_pair_figure(*an.pe_pair(20, 8, 1), 1, 8, lang=lang).layout.title.text
+        assert note.count("<sup>") == 2, note  # the wavelength note on two lines
     ks, dots = an.pe_dot_products(5, 4, 8)
     assert len(positional.dot_product_figure(ks, dots, 5).data[0].x) == len(ks)
     check = an.rotation_check(5, 2, 8)

@@ -92,11 +92,14 @@ def pe_pair_figure(
         fig.add_vline(x=m * wavelength, line=dict(color=MARK_COLOR, width=1, dash="dash"), **note)
     shown = "" if n_marks else t("pe.fig.longer", lang)
     note = t("pe.fig.wavelength", lang, a=a, d=d_model, wl=f"{wavelength:,.1f}", shown=shown)
-    title = t("pe.fig.pair", lang, i=pair, a=a, b=b) + f"<br><sup>{note}</sup>"
+    lines = "".join(
+        f"<br><sup>{part}</sup>" for part in note.split("; ")
+    )  # two short lines: one was cut on a phone
+    title = t("pe.fig.pair", lang, i=pair, a=a, b=b) + lines
     fig.update_xaxes(title=t("pe.fig.position", lang))
     fig.update_yaxes(title=t("pe.fig.value", lang), range=[-1.15, 1.3])
     fig.update_layout(legend=dict(orientation="h", y=-0.25))
-    return layout(fig, title, 380)
+    return layout(fig, title, 400).update_layout(margin_t=90)
 
 
 def pe_vector_figure(vector: np.ndarray, position: int, lang: str = "en") -> go.Figure:
@@ -129,7 +132,10 @@ def binary_figure(bits: np.ndarray, pe: np.ndarray, lang: str = "en") -> go.Figu
     fig = make_subplots(
         rows=1,
         cols=2,
-        subplot_titles=(t("pe.fig.binary_bits", lang), t("pe.fig.binary_pe", lang)),
+        # each title on two lines ("binary counter:" / "bit k flips every 2^k"): on one line the two ran together
+        subplot_titles=tuple(
+            t(k, lang).replace(": ", ":<br>", 1) for k in ("pe.fig.binary_bits", "pe.fig.binary_pe")
+        ),
         horizontal_spacing=0.12,
     )
     fig.add_trace(
@@ -162,10 +168,11 @@ def binary_figure(bits: np.ndarray, pe: np.ndarray, lang: str = "en") -> go.Figu
     )
     fig.update_xaxes(title=t("pe.fig.bit_axis", lang), tickvals=list(range(bits.shape[1])), row=1, col=1)
     fig.update_xaxes(title=t("pe.fig.pair_axis", lang), row=1, col=2)
+    fig.update_yaxes(tickvals=list(range(n)), autorange="reversed", showgrid=False)
     fig.update_yaxes(
-        title=t("pe.fig.number_axis", lang), tickvals=list(range(n)), autorange="reversed", showgrid=False
-    )
-    return layout(fig, "", 470)
+        title=t("pe.fig.number_axis", lang), row=1, col=1
+    )  # once: the second fell on the first panel
+    return layout(fig, "", 490).update_layout(margin_t=70)
 
 
 def dot_product_figure(ks: np.ndarray, dots: np.ndarray, position: int, lang: str = "en") -> go.Figure:
