@@ -32,6 +32,9 @@ TAB_TEXT = {
     "Inside one head": "inside",
     WORD_TAB: "word",
 }
+SIDE_BY_SIDE = (
+    10  # Inside one head: up to this many tokens its three steps stand side by side, else one below the other
+)
 KEYS = ["sentence", "view", "layer", "head", "tab", "step", "ablate", "stat", "dk", "word", "tword"]
 DK_OPTIONS = [2**i for i in range(11)]  # 1 .. 1024
 COMPACT_FROM = 32  # heads of one kind from which the all-heads grid opens compact (OPUS-MT: 6 x 8 = 48)
@@ -406,7 +409,7 @@ def inside_section(key: tuple, view: sup.TranslationView, kind: str, layer: int,
     dim_title = tr("inside.dimension")
     st.markdown(tr("inside.intro", where=where(layer, head), kind=kind_name(kind), d_k=d_k))
     st.latex(r"\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right) V")
-    long = max(len(queries), len(keys)) > fg.LONG
+    long = max(len(queries), len(keys)) > SIDE_BY_SIDE  # in a third of the page, 15 key labels overlapped
     columns = (
         [st.container()] * 3 if long else st.columns(3)
     )  # long sentences: full width, one below the other

@@ -159,6 +159,16 @@ def test_beam_tree_marks_finished_pruned_and_best() -> None:
     assert tree[2][0].prefix == "t5 t7 </s>"
     with pytest.raises(ValueError, match="not beam search"):
         dfig.beam_tree_figure([])
+    assert not fig.layout.xaxis.rangeslider.visible  # three steps: all on screen
+
+
+def test_a_long_beam_tree_opens_on_its_first_steps_with_a_slider_along_the_rest() -> None:
+    raw = [[BeamNode(s, 0, 0, 5, -0.1 * s, -0.1 * s, s == 39)] for s in range(1, 40)]  # a 39-token output
+    fig = dfig.beam_tree_figure(dfig.tree_nodes(raw, lambda i: f"t{i}"), best=(39, 0))
+    shown = fig.layout.xaxis.range[1] - fig.layout.xaxis.range[0]
+    assert shown <= dfig.TREE_WINDOW + 1.2 and fig.layout.xaxis.rangeslider.visible
+    assert fig.layout.xaxis.rangeslider.range[1] >= 39  # the slider reaches the last step
+    assert list(fig.layout.yaxis.ticktext) == ["1"]  # beams ranked from 1 on screen
 
 
 def test_comparison_and_samples_figures(setup) -> None:

@@ -400,6 +400,9 @@ def _best_path(tree: list[list[TreeNode]], best: tuple[int, int] | None) -> set[
     return path
 
 
+TREE_WINDOW = 10  # steps of the beam tree on screen at once: 39 steps side by side were unreadable
+
+
 def beam_tree_figure(
     tree: list[list[TreeNode]], best: tuple[int, int] | None = None, *, title: str = "", lang: str = "en"
 ) -> go.Figure:
@@ -449,17 +452,26 @@ def beam_tree_figure(
             )
         )
     n_beams = max(n.beam for nodes in tree for n in nodes) + 1
+    shown = min(
+        len(tree), TREE_WINDOW
+    )  # a long output opens on its first steps; the slider below moves along
     fig.update_xaxes(
         title=t("decoding.fig.step", lang),
         dtick=1,
-        range=[-0.7, len(tree) + 0.5],
+        range=[-0.7, shown + 0.5],
         showgrid=False,
         zeroline=False,
+        rangeslider=dict(visible=len(tree) > TREE_WINDOW, thickness=0.08, range=[-0.7, len(tree) + 0.5]),
     )
-    fig.update_yaxes(title=t("decoding.fig.beam_axis", lang), dtick=1, autorange="reversed", range=[-0.6, n_beams - 0.4],
+    fig.update_yaxes(title=t("decoding.fig.beam_axis", lang), tickvals=list(range(n_beams)),
+                     ticktext=[str(b + 1) for b in range(n_beams)], autorange="reversed",  # ranks from 1
+                     range=[-0.6, n_beams - 0.4],
                      showgrid=False, zeroline=False)  # fmt: skip
-    fig.update_layout(legend=dict(orientation="h", y=-0.18))
-    return layout(fig, title, 220 + 55 * n_beams)
+    long = len(tree) > TREE_WINDOW
+    fig.update_layout(
+        legend=dict(orientation="h", y=-0.45 if long else -0.18)
+    )  # below the slider when there is one
+    return layout(fig, title, 220 + 55 * n_beams + (80 if long else 0))
 
 
 def samples_figure(texts: Sequence[str], logprobs: Sequence[float], lang: str = "en") -> go.Figure:
