@@ -265,6 +265,7 @@ def run_opus(quick: bool = False) -> Section:
         size_mb = sum(p.stat().st_size for p in out.rglob("*") if p.is_file()) / 2**20
         ckpt = load_checkpoint(out)
         _opus_decoding(section, ckpt.model, hf_folder, quick)
+        _opus_interactions(section, ckpt, 2 if quick else 5)
         del ckpt
         _opus_app(section, Path(tmp) / "checkpoints", quick)
     section.notes.append(
@@ -295,6 +296,53 @@ def _opus_decoding(section: Section, ours: Transformer, hf_folder: Path, quick: 
                 section.rows.append(
                     [name, precision, str(batch), ours_ms.fmt(1), peer_ms.fmt(1), f"{ratio.fmt(2)}×"]
                 )
+
+
+def _twenty_tokens(tokenizer, text: str) -> str:
+    """The longest start of text (whole words) that the tokenizer cuts into at most 19 pieces (+ </s> = 20)."""
+    words = text.split()
+    while len(tokenizer.encode(" ".join(words))) > 19:
+        words.pop()
+    return " ".join(words)
+
+
+def _opus_interactions(section: Section, ckpt, repeats: int) -> None:
+    """The app's three heavy interactions as the pages call the package, on a new 20-token sentence with a
+    20-token output (a real model stops about there; a random one never says eos): translate, the all-heads grid
+    of one kind (figure built and serialised), the decoding comparison of the five default strategies."""
+    import time
+
+    from visformer.decoding import run_strategies, translate
+    from visformer.explain import attention as fg
+    from visformer.explain import views as sup
+
+    model, src_tok, tgt_tok = ckpt.model, ckpt.src_tokenizer, ckpt.tgt_tokenizer
+    times: dict[str, list[float]] = {}
+    for i in range(repeats):
+        text = _twenty_tokens(src_tok, KOREAN[i % len(KOREAN)]) + f" {i}"
+        start = time.perf_counter()
+        result = translate(model, src_tok, tgt_tok, text, "greedy", max_len=20)
+        view = sup.translation_view(result, tgt_tok, text)
+        times.setdefault("new sentence: greedy translation + attention of every head", []).append(
+            time.perf_counter() - start
+        )
+        start = time.perf_counter()
+        queries, keys = view.labels("cross")
+        fg.attention_grid(view.stack("cross"), queries, keys, average=True, compact=True).to_json()
+        times.setdefault("all-heads grid of one kind (6 x 8 heads + means), built and serialised", []).append(
+            time.perf_counter() - start
+        )
+        src = torch.tensor([result.src_ids])
+        runs = [(name, {"max_len": 20}) for name in sup.DEFAULT_STRATEGIES]
+        start = time.perf_counter()
+        run_strategies(model, src, runs, bos_id=tgt_tok.bos_id, eos_id=tgt_tok.eos_id)
+        times.setdefault("decoding comparison (greedy, beam 4, 3 samplers)", []).append(
+            time.perf_counter() - start
+        )
+    for name, seconds in times.items():
+        stat = Stat.of(seconds).scaled(1e3)
+        verdict = "met" if stat.median < 300 else "not met"
+        section.notes.append(f"interaction, {name}: {stat.fmt(0)} ms (n={len(seconds)}; < 300 ms: {verdict})")
 
 
 def _opus_app(section: Section, checkpoints: Path, quick: bool) -> None:

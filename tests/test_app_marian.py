@@ -103,9 +103,13 @@ def test_every_attention_tab_on_48_heads(lang: str) -> None:
 def test_all_heads_grid_opens_compact_at_6_by_8_heads(lang: str) -> None:
     at = open_tab(run("pages/attention.py", lang=lang, sentence=SENTENCE), "All heads")
     assert at.toggle(key="grid_compact").value is True
-    grid = next(s for s in specs(at) if sum(t["type"] == "heatmap" for t in s["data"]) == 6 * (8 + 1))
-    columns = [a["text"] for a in grid["layout"]["annotations"]][:9]
-    assert columns == [*map(str, range(1, 9)), i18n.t("attention.fig.mean", lang)]
+    grid = next(s for s in specs(at) if len(s["layout"].get("annotations", [])) == 9 + 6)
+    texts = [a["text"] for a in grid["layout"]["annotations"]]
+    assert texts[:9] == [*map(str, range(1, 9)), i18n.t("attention.fig.mean", lang)]
+    assert texts[9:] == [i18n.t("attention.fig.layer", lang, n=n) for n in range(1, 7)]
+    mosaic = next(t for t in grid["data"] if t["type"] == "heatmap")["z"]  # every panel in one heatmap
+    rows, cols = (int(n) for n in mosaic["shape"].split(","))  # plotly sends z as binary with its shape
+    assert (rows + 1) % 6 == 0 and (cols + 1) % 9 == 0  # 6 layers x (8 heads + mean), one-cell gaps
     assert grid["layout"]["height"] <= 700  # the whole grid on one screen
     at.toggle(key="grid_compact").set_value(False).run()
     roomy = next(s for s in specs(at) if sum(t["type"] == "heatmap" for t in s["data"]) == 6 * (8 + 1))
@@ -152,7 +156,7 @@ def test_hosted_mode_shows_the_teachers_imported_model(monkeypatch: pytest.Monke
     at = run("pages/attention.py", lang="ko", sentence=SENTENCE)
     assert at.selectbox(key="checkpoint").value == NAME
     at = open_tab(at, "All heads")
-    assert any(sum(t["type"] == "heatmap" for t in s["data"]) == 6 * (8 + 1) for s in specs(at))
+    assert any(len(s["layout"].get("annotations", [])) == 9 + 6 for s in specs(at))  # the compact 6 x 8 grid
 
 
 def test_students_cannot_upload_an_opus_mt_sized_model(tmp_path: Path) -> None:

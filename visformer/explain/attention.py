@@ -206,6 +206,8 @@ def attention_grid(
     panels = with_head_average(stack) if average else stack  # (L, h [+ 1], q, k)
     head_name = (lambda h: str(h + 1)) if compact else (lambda h: text("head", lang, n=h + 1))
     names = [head_name(h) for h in range(n_heads)] + ([text("mean", lang)] if average else [])
+    if compact:
+        return mosaic_grid(panels, query_labels, key_labels, names, title, masked, highlight, lang)
     n_cols = len(names)
     fig = make_subplots(
         rows=n_layers,
@@ -247,9 +249,58 @@ def attention_grid(
         coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0.0, colorbar=dict(title=weight, thickness=12))
     )
     panel = max(120 if n_cols > 4 else 170, min(260, 3 * stack.shape[2]))  # long sentences: taller panels
-    if compact:
-        panel = max(60, min(panel, 560 // n_layers))  # 6 layers: 93 px panels, about 630 px in all
     return layout(fig, title, 70 + panel * n_layers)
+
+
+def mosaic_grid(
+    panels: np.ndarray,
+    query_labels: list[str],
+    key_labels: list[str],
+    names: list[str],
+    title: str,
+    masked: np.ndarray | None,
+    highlight: tuple[int, int] | None,
+    lang: str,
+) -> go.Figure:
+    """The compact grid: every panel (L, C, q, k) tiled into one heatmap with one-cell gaps, so 48 heads and their
+    means fit one screen and draw as one trace (54 subplots took plotly about a second to build)."""
+    n_layers, n_cols, n_q, n_k = panels.shape
+    height, width = n_layers * (n_q + 1) - 1, n_cols * (n_k + 1) - 1
+    z = np.full((height, width), np.nan)
+    hidden = np.zeros((height, width), dtype=bool)
+    cells = np.full((height, width, 3), "", dtype=object)
+    pair = cell_labels(query_labels, key_labels)  # (q, k, 2)
+    for layer in range(n_layers):
+        for col, name in enumerate(names):
+            r, c = layer * (n_q + 1), col * (n_k + 1)
+            z[r : r + n_q, c : c + n_k] = panels[layer, col]
+            cells[r : r + n_q, c : c + n_k, 0] = f"{text('layer', lang, n=layer + 1)}, {name}"
+            cells[r : r + n_q, c : c + n_k, 1:] = pair
+            if masked is not None:
+                hidden[r : r + n_q, c : c + n_k] = masked
+    weight = text("weight", lang)
+    traces = masked_heatmap(
+        z, hidden, cells, coloraxis="coloraxis",
+        hovertemplate=f"%{{customdata[0]}}<br>%{{customdata[1]}} → %{{customdata[2]}}<br>{weight} = %{{z:.3f}}<extra></extra>",
+    )  # fmt: skip
+    fig = go.Figure(traces)
+    heads = [dict(x=col * (n_k + 1) + (n_k - 1) / 2, y=1.0, yref="paper", yanchor="bottom", text=name,
+                  showarrow=False) for col, name in enumerate(names)]  # fmt: skip
+    layers = [dict(x=0, xref="paper", xanchor="right", y=layer * (n_q + 1) + (n_q - 1) / 2, showarrow=False,
+                   text=text("layer", lang, n=layer + 1)) for layer in range(n_layers)]  # fmt: skip
+    fig.update_layout(annotations=heads + layers, plot_bgcolor="white")
+    if highlight is not None and 0 <= highlight[0] < n_layers and 0 <= highlight[1] < n_cols:
+        r, c = highlight[0] * (n_q + 1), highlight[1] * (n_k + 1)
+        fig.add_shape(type="rect", x0=c - 0.5, x1=c + n_k - 0.5, y0=r - 0.5, y1=r + n_q - 0.5,
+                      line=dict(color="#e4572e", width=3))  # fmt: skip
+    fig.update_xaxes(visible=False, range=[-0.5, width - 0.5])
+    fig.update_yaxes(visible=False, autorange="reversed")
+    fig.update_layout(
+        coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0.0, colorbar=dict(title=weight, thickness=12))
+    )
+    layout(fig, title, 70 + max(60, min(90, 560 // n_layers)) * n_layers)
+    fig.update_layout(margin_l=70)  # room for the layer names at the left
+    return fig
 
 
 def metric_heatmap(
