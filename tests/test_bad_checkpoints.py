@@ -150,13 +150,13 @@ def test_mismatched_shapes_names_the_models_first_tensor_whatever_the_file_order
 ) -> None:
     from visformer import checkpoint
 
-    read = checkpoint.load_safetensors_bytes
+    read = checkpoint.load_safetensors_file
 
-    def reordered(data: bytes) -> dict:
-        tensors = read(data)
+    def reordered(path: str) -> dict:
+        tensors = read(path)
         return {name: tensors[name] for name in order(tensors)}
 
-    monkeypatch.setattr(checkpoint, "load_safetensors_bytes", reordered)
+    monkeypatch.setattr(checkpoint, "load_safetensors_file", reordered)
     _edit_config(ck, lambda c: c["model"].update(d_model=32, d_ff=64))
     with pytest.raises(CheckpointError, match=r"src_embed\.token\.weight has shape \(12, 16\)"):
         load_checkpoint(ck)

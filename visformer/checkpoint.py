@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load as load_safetensors_bytes
+from safetensors.torch import load_file as load_safetensors_file
 from safetensors.torch import save_file
 from torch import Tensor
 
@@ -309,7 +309,9 @@ def _read_safetensors(path: Path) -> dict[str, Tensor]:
     if not path.is_file():
         raise CheckpointError("error.ckpt_missing", folder=path.parent.name, file=path.name)
     try:
-        return load_safetensors_bytes(path.read_bytes())
+        # load_file maps the file instead of reading it into one more copy: an imported 77 M-parameter model
+        # peaked at 1.25 GB while loading with read_bytes (file bytes + tensors + model), 1.0 GB with this
+        return load_safetensors_file(str(path))
     except (SafetensorError, ValueError, RuntimeError, OSError) as exc:
         raise CheckpointError(
             "error.ckpt_damaged", folder=path.parent.name, file=path.name, detail=exc
