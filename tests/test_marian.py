@@ -292,6 +292,14 @@ def test_unsupported_variant_is_refused(good_folder, tmp_path, capsys, changes, 
     assert named in err and "post-LN" in err
 
 
+def test_config_without_a_size_is_refused(good_folder, tmp_path, capsys):
+    folder = _edited(good_folder, tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    del config["d_model"]
+    (folder / "config.json").write_text(json.dumps(config))
+    assert "config.json" in _refused(tmp_path, str(folder), capsys)
+
+
 def test_non_marian_config_is_refused(good_folder, tmp_path, capsys):
     err = _refused(tmp_path, str(_edited(good_folder, tmp_path, model_type="bart")), capsys)
     assert "bart" in err and "Marian" in err
