@@ -338,3 +338,19 @@ def test_parameter_count_of_marian_configs_matches_the_built_model(overrides: di
 
     config = ModelConfig(d_model=16, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=32, **overrides)
     assert count_parameters(config) == Transformer(config).num_parameters()
+
+
+def test_using_the_imported_checkpoint_needs_no_transformers(imported):
+    """translate (and so the app and evaluate, which load the same way) with transformers unimportable."""
+    import subprocess
+    import sys
+
+    _, _, ckpt = imported
+    code = (
+        "import sys; sys.modules['transformers'] = None; sys.modules['huggingface_hub'] = None\n"
+        "from visformer.cli import main\n"
+        f"sys.exit(main(['translate', '--checkpoint', {str(ckpt.path)!r}, {SOURCES[0]!r}, '--threads', '1']))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip()
