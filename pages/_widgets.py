@@ -19,7 +19,7 @@ from visformer.classroom import catalogue
 from visformer.classroom.archive import export_checkpoint_zip, import_checkpoint_zip
 from visformer.classroom.hosting import upload_megabytes
 from visformer.classroom.inputs import checkpoint_name
-from visformer.explain.style import chart_config
+from visformer.explain.style import chart_config, fit_title
 
 
 def _import_checkpoint() -> None:
@@ -69,8 +69,8 @@ def upload_mb(limit_bytes: int) -> int:
 
 
 def chart(fig: go.Figure, name: str, key: str | None = None) -> None:
-    """Draw a figure full width with a PNG download button in its toolbar."""
-    st.plotly_chart(fig, config=chart_config(name), key=key or f"chart-{name}", theme=None)
+    """Draw a figure full width with a PNG download button in its toolbar; a title set after layout() wrapped too."""
+    st.plotly_chart(fit_title(fig), config=chart_config(name), key=key or f"chart-{name}", theme=None)
 
 
 def sentence_input(label: str, container=None) -> str:

@@ -90,7 +90,7 @@ def array(value) -> np.ndarray:
 
 
 def title(spec: dict) -> str:
-    return spec["layout"].get("title", {}).get("text", "")
+    return spec["layout"].get("title", {}).get("text", "").replace("<br>", " ")  # a long title is wrapped
 
 
 def chart_by_title(at: AppTest, start: str) -> dict:

@@ -49,6 +49,7 @@ def test_wavelength_marks_are_labelled_in_both_languages() -> None:
 
 def test_pe_figures_default_to_english() -> None:
     pe = an.pe_matrix(20, 8)
-    assert positional.pe_heatmap(pe).layout.title.text == "Positional encoding, d_model = 8, 20 positions"
+    title = positional.pe_heatmap(pe).layout.title.text
+    assert title == "Positional encoding, d_model = 8,<br>20 positions"  # wrapped at its comma to fit a phone
     assert positional.pe_heatmap(pe, lang="ko").layout.xaxis.title.text == "차원 (짝수 = sin, 홀수 = cos)"
     assert positional.norms_figure(pe[:, 0], 2.0, lang="ko").layout.title.text.startswith("단어 임베딩")

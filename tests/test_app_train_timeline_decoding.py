@@ -195,7 +195,10 @@ def test_timeline_of_an_rnn_shows_cross_attention_only() -> None:
     assert at.radio(key="view").options == ["Cross-attention (decoder → encoder)"]
     assert any("only cross-attention exists" in c.value for c in at.caption)
     spec = chart_specs(at)[0]
-    assert spec["layout"]["title"]["text"] == "Cross-attention (decoder → encoder) · layer 1 · head 1"
+    assert (
+        spec["layout"]["title"]["text"].replace("<br>", " ")
+        == "Cross-attention (decoder → encoder) · layer 1 · head 1"
+    )
     at = open_page(TIMELINE, "rnn-none")
     assert any("RNN without attention" in i.value for i in at.info)
     assert not at.get("plotly_chart")
@@ -208,7 +211,7 @@ def test_timeline_counts_layers_and_heads_from_one_and_labels_the_losses() -> No
     assert head.options == ["1", "2"] and head.value == 1  # shown 1..2, kept 0-based in the state and URL
     assert at.query_params["head"] == "1"
     spec = chart_specs(at)[0]
-    assert spec["layout"]["title"]["text"].endswith("· layer 1 · head 2")
+    assert spec["layout"]["title"]["text"].replace("<br>", " ").endswith("· layer 1 · head 2")
     names = [t.get("name") for t in spec["data"]]
     assert "training loss, mean over 5 steps" in names and "batch loss at a snapshot step" in names
 

@@ -107,3 +107,57 @@ def test_train_then_replay_the_timeline_in_chromium(server: str, page) -> None: 
     _charts(page, 2)
     _shot(page, "attention-own-model")
     assert "browser-copy" in page.url  # the URL names the checkpoint on view
+
+
+# Every chart's title, subplot titles, colour bars and plot areas, measured in the browser (issue 29): a title
+# cut at the chart's edge, two titles that run together, or a colour bar drawn over a plot or a title fails.
+MEASURE_JS = """() => {
+  const box = e => { const r = e.getBoundingClientRect(); return {l: r.left, r: r.right, t: r.top, b: r.bottom}; };
+  const meet = (a, b) => a.l < b.r - 2 && b.l < a.r - 2 && a.t < b.b - 2 && b.t < a.b - 2;
+  const found = [];
+  for (const gd of document.querySelectorAll('.js-plotly-plot')) {
+    if (!gd.offsetParent) continue;
+    const name = (gd.querySelector('.gtitle') || {}).textContent || '(untitled)';
+    const edge = box(gd.querySelector('svg.main-svg'));
+    const titles = [...gd.querySelectorAll('.gtitle, .infolayer .annotation')].map(box).filter(b => b.r > b.l);
+    const bars = [...gd.querySelectorAll('.colorbar .cbfills, .colorbar .cbaxis, .colorbar .cbtitle')].map(box);
+    const plots = [...gd.querySelectorAll('.draglayer .nsewdrag')].map(box);
+    titles.forEach(t => { if (t.r > edge.r + 2 || t.l < edge.l - 2) found.push(name + ': a title runs off the chart'); });
+    titles.forEach((t, i) => titles.slice(i + 1).forEach(u => { if (meet(t, u)) found.push(name + ': two titles overlap'); }));
+    bars.forEach(c => {
+      titles.forEach(t => { if (meet(c, t)) found.push(name + ': a colour bar overlaps a title'); });
+      plots.forEach(p => { if (meet(c, p)) found.push(name + ': a colour bar overlaps a plot'); });
+    });
+  }
+  return found;
+}"""
+LAYOUT_VIEWS = [
+    "attention?checkpoint=en-de",
+    "attention?checkpoint=en-de&tab=All+heads",
+    "positional_encoding",
+    "lesson?checkpoint=en-de&lesson_step=4",
+    "timeline?checkpoint=en-de",
+    "language_models",
+    "rnn_vs_transformer",
+]
+
+
+@pytest.mark.parametrize("width", [1366, 390])
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_no_chart_title_or_colour_bar_overlaps_at_laptop_and_phone_width(
+    server: str,  # noqa: F811 (fixture imported above)
+    browser,  # noqa: F811
+    lang: str,
+    width: int,
+) -> None:
+    tab = browser.new_page(viewport={"width": width, "height": 2600})
+    try:
+        problems = []
+        for view in LAYOUT_VIEWS:
+            tab.goto(f"{server}/{view}{'&' if '?' in view else '?'}lang={lang}", timeout=WAIT_MS)
+            _charts(tab, 1)
+            problems += [f"{view}: {p}" for p in tab.evaluate(MEASURE_JS)]
+            _shot(tab, f"layout-{view.split('?')[0]}-{lang}-{width}")
+        assert problems == [], "\n".join(problems)
+    finally:
+        tab.close()

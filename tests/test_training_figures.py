@@ -72,7 +72,11 @@ def test_timeline_strip_frames_the_current_snapshot() -> None:
     maps = [np.eye(3) * s / 10 for s in (1, 5, 10)]
     fig = tfig.timeline_strip(maps, [1, 5, 10], list("abc"), list("xyz"), current=1)
     assert len(fig.data) == 3
-    assert [a.text for a in fig.layout.annotations] == ["step 1", "step 5", "step 10"]
+    assert [a.text for a in fig.layout.annotations] == [
+        "step<br>1",
+        "step<br>5",
+        "step<br>10",
+    ]  # two short lines
     assert len(fig.layout.shapes) == 1 and fig.layout.shapes[0].xref == "x2 domain"
     with pytest.raises(ValueError):
         tfig.timeline_strip(maps, [1, 5], list("abc"), list("xyz"))
@@ -135,7 +139,7 @@ def test_curves_and_timeline_in_korean() -> None:
         "검증 손실 (순수 크로스 엔트로피)",
     ]
     strip = tfig.timeline_strip([np.eye(2)], [7], ["a", "b"], ["c", "d"], lang="ko")
-    assert [a.text for a in strip.layout.annotations] == ["7 스텝"]
+    assert [a.text.replace("<br>", " ") for a in strip.layout.annotations] == ["7 스텝"]
 
 
 def test_the_timeline_colour_bar_sits_beside_the_map_and_off_the_loss_chart() -> None:

@@ -204,8 +204,10 @@ def attention_grid(
     n_layers, n_heads = stack.shape[:2]
     check_labels(stack[0, 0], query_labels, key_labels)
     panels = with_head_average(stack) if average else stack  # (L, h [+ 1], q, k)
-    head_name = (lambda h: str(h + 1)) if compact else (lambda h: text("head", lang, n=h + 1))
-    names = [head_name(h) for h in range(n_heads)] + ([text("mean", lang)] if average else [])
+    mean = [text("mean", lang)] if average else []
+    full = [text("head", lang, n=h + 1) for h in range(n_heads)] + mean  # in the hover
+    # over the panels "head 1", then numbers: a full name over each of five narrow panels ran together on a phone
+    names = [full[0] if not compact else "1", *(str(h + 1) for h in range(1, n_heads))] + mean
     if compact:
         return mosaic_grid(panels, query_labels, key_labels, names, title, masked, highlight, lang)
     n_cols = len(names)
@@ -220,7 +222,7 @@ def attention_grid(
     cells = cell_labels(query_labels, key_labels)
     weight = text("weight", lang)
     for layer in range(n_layers):
-        for col, name in enumerate(names):
+        for col, name in enumerate(full):
             where = f"{text('layer', lang, n=layer + 1)}, {name}"
             add_traces(fig, masked_heatmap(
                 panels[layer, col], masked, cells, coloraxis="coloraxis",
@@ -246,7 +248,9 @@ def attention_grid(
                 col=head + 1,
             )
     fig.update_layout(
-        coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0.0, colorbar=dict(title=weight, thickness=12))
+        coloraxis=dict(
+            colorscale=ATTENTION_SCALE, cmin=0.0, colorbar=dict(title=weight, thickness=12, xpad=44)
+        )
     )
     panel = max(120 if n_cols > 4 else 170, min(260, 3 * stack.shape[2]))  # long sentences: taller panels
     return layout(fig, title, 70 + panel * n_layers)
@@ -296,7 +300,9 @@ def mosaic_grid(
     fig.update_xaxes(visible=False, range=[-0.5, width - 0.5])
     fig.update_yaxes(visible=False, autorange="reversed")
     fig.update_layout(
-        coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0.0, colorbar=dict(title=weight, thickness=12))
+        coloraxis=dict(
+            colorscale=ATTENTION_SCALE, cmin=0.0, colorbar=dict(title=weight, thickness=12, xpad=44)
+        )
     )
     layout(fig, title, 70 + max(60, min(90, 560 // n_layers)) * n_layers)
     fig.update_layout(margin_l=70)  # room for the layer names at the left

@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..i18n import t
-from .style import DIVERGING_SCALE, layout
+from .style import DIVERGING_SCALE, layout, wrapped
 
 MARK_COLOR = "#e4572e"  # the wavelength marks and the chosen pair
 MARK_FONT = dict(color=MARK_COLOR, size=11)
@@ -132,10 +132,8 @@ def binary_figure(bits: np.ndarray, pe: np.ndarray, lang: str = "en") -> go.Figu
     fig = make_subplots(
         rows=1,
         cols=2,
-        # each title on two lines ("binary counter:" / "bit k flips every 2^k"): on one line the two ran together
-        subplot_titles=tuple(
-            t(k, lang).replace(": ", ":<br>", 1) for k in ("pe.fig.binary_bits", "pe.fig.binary_pe")
-        ),
+        # each title on short lines: side by side on one line, the two ran together (on a phone, on three lines)
+        subplot_titles=tuple(wrapped(t(k, lang), 22) for k in ("pe.fig.binary_bits", "pe.fig.binary_pe")),
         horizontal_spacing=0.12,
     )
     fig.add_trace(
@@ -172,7 +170,8 @@ def binary_figure(bits: np.ndarray, pe: np.ndarray, lang: str = "en") -> go.Figu
     fig.update_yaxes(
         title=t("pe.fig.number_axis", lang), row=1, col=1
     )  # once: the second fell on the first panel
-    return layout(fig, "", 490).update_layout(margin_t=70)
+    fig.update_annotations(font_size=13)
+    return layout(fig, "", 500).update_layout(margin_t=84)
 
 
 def dot_product_figure(ks: np.ndarray, dots: np.ndarray, position: int, lang: str = "en") -> go.Figure:

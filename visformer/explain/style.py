@@ -38,15 +38,62 @@ def chart_config(filename: str) -> dict:
 pio.templates.default = "plotly_white"
 
 
+TITLE_COLUMNS = 40  # one line of a chart title on a phone (about 340 px); a Hangul syllable counts two
+BREAKS = ":,;·"  # a long title is best broken at the space after one of these
+
+
+def _columns(text: str) -> int:
+    """How wide a text is in Latin letters: Hangul and other wide characters count two."""
+    return sum(2 if ord(ch) >= 0x1100 else 1 for ch in text)
+
+
+def wrapped(title: str, columns: int = TITLE_COLUMNS) -> str:
+    """A long title on several lines (<br>), broken after ':', ',', ';' or '·' where it can, each line ≤ columns.
+
+    Replacing every '<br>' by a space gives the title back. Lines that hold markup (<sup> …) stay as they are.
+    """
+    lines = []
+    for line in title.split("<br>"):
+        while "<" not in line and _columns(line) > columns:
+            fits = [i for i in range(1, len(line)) if line[i] == " " and _columns(line[:i]) <= columns]
+            if not fits:
+                break
+            preferred = [i for i in fits if line[i - 1] in BREAKS and i >= len(line[: max(fits)]) // 3]
+            cut = max(preferred or fits)
+            lines.append(line[:cut])
+            line = line[cut + 1 :]
+        lines.append(line)
+    return "<br>".join(lines)
+
+
+TITLE_AT_TOP = dict(
+    yref="container", y=1.0, yanchor="top", pad=dict(t=14), font=dict(size=16)
+)  # hung from the top, not centred
+
+
+def fit_title(fig: go.Figure) -> go.Figure:
+    """Wrap the figure's title to fit a phone (wrapped()), growing the top margin and height by the lines it added."""
+    title = fig.layout.title.text or ""
+    added = wrapped(title).count("<br>") - title.count("<br>")
+    if added:
+        extra = 24 * added
+        top = fig.layout.margin.t if fig.layout.margin.t is not None else 60
+        fig.update_layout(
+            title_text=wrapped(title), margin_t=top + extra, height=(fig.layout.height or 450) + extra
+        )
+        fig.update_layout(title=TITLE_AT_TOP)  # its lines grow down into the margin, not onto subplot titles
+    return fig
+
+
 def layout(fig: go.Figure, title: str, height: int) -> go.Figure:
-    """Shared look: title, height, margins, font (the white background is the default template, set below)."""
+    """Shared look: title (wrapped to fit a phone), height, margins, font (the white background is the default template)."""
     fig.update_layout(
-        title=dict(text=title, x=0.0, xanchor="left"),
+        title=dict(text=title, x=0.0, xanchor="left", **TITLE_AT_TOP),
         height=height,
         margin=dict(l=10, r=10, t=60 if title else 30, b=10),
         font=FONT,
     )
-    return fig
+    return fit_title(fig)
 
 
 def escape(label: str) -> str:

@@ -195,7 +195,9 @@ def timeline_strip(
     fig = make_subplots(
         rows=1,
         cols=n,
-        subplot_titles=[t("timeline.fig.step_n", lang, step=s) for s in steps],
+        subplot_titles=[
+            t("timeline.fig.step_n", lang, step=s).replace(" ", "<br>", 1) for s in steps
+        ],  # narrow
         horizontal_spacing=0.01,
     )
     cells = cell_labels(query_labels, key_labels)
@@ -212,7 +214,7 @@ def timeline_strip(
     fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, autorange="reversed")
     fig.update_annotations(font=dict(size=10))
     fig.update_layout(coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0.0, cmax=1.0, showscale=False))
-    return layout(fig, "", 170)
+    return layout(fig, "", 190).update_layout(margin_t=44)
 
 
 def timeline_figure(
