@@ -64,3 +64,30 @@ def test_korean_frame_sidebar_and_pages_in_chromium(server: str, tab) -> None:  
     tab.locator('[data-testid="stSidebar"]').get_by_text("한국어", exact=True).click()
     tab.wait_for_url("**lang=ko**", timeout=WAIT_MS)
     tab.get_by_role("heading", name="포지셔널 인코딩").first.wait_for(timeout=WAIT_MS)
+
+
+def test_the_sentence_and_the_share_link_carry_over_a_page_switch_in_korean(server: str, tab) -> None:  # noqa: F811
+    _open(tab, server, "?lang=ko")  # the Attention page fills the box with the model's first example
+    box = tab.locator('[data-testid="stTextInput"] input').first
+    example = box.input_value()
+    assert example
+    sidebar = tab.locator('[data-testid="stSidebar"]')
+    for page, title in (("lesson", "lesson.title"), ("decoding", "decoding.title")):
+        sidebar.locator(f'a[href$="/{page}"]').click()  # the navigation, as a student clicks it
+        tab.get_by_role("heading", name=i18n.t(title, "ko")).first.wait_for(timeout=WAIT_MS)
+        _wait_until_idle(tab)
+        assert tab.locator('[data-testid="stTextInput"] input').first.input_value() == example, page
+        assert tab.get_by_text(i18n.t("frame.empty", "ko")).count() == 0, page  # not "nothing to translate"
+        link = sidebar.locator('[data-testid="stCode"]').inner_text()
+        assert "lang=ko" in link and "checkpoint=" in link, (page, link)
+    for page in (
+        "train",
+        "why_self_attention",
+    ):  # pages without a sentence keep the language and the model too
+        sidebar.locator(f'a[href$="/{page}"]').click()
+        tab.wait_for_url(f"**/{page}*", timeout=WAIT_MS)
+        _wait_until_idle(tab)
+        tab.wait_for_timeout(800)
+        link = sidebar.locator('[data-testid="stCode"]').inner_text()
+        assert "lang=ko" in link and "checkpoint=" in link, (page, link)
+    _no_exception(tab)

@@ -59,7 +59,7 @@ def test_every_lesson_step_in_korean_in_chromium(server: str, tab) -> None:  # n
         _wait_until_idle(page)
         page.wait_for_timeout(800)  # plotly finishes drawing
         assert (
-            page.locator(".js-plotly-plot").count() + page.locator('[data-testid="stDataFrame"]').count() > 0
+            page.locator(".js-plotly-plot").count() + page.locator('[data-testid="stTable"]').count() > 0
         )
         _check_and_shoot(page, f"lesson-ko-{step:02d}", errors)  # whole page, no exception box, no JS error
         assert "lang=ko" in page.url
