@@ -151,3 +151,11 @@ def test_korean_emphasis_closes_where_markdown_can_close_it() -> None:
         (k, v[m.start() - 10 : m.end() + 5]) for k, v in i18n.catalog("ko").items() for m in stuck.finditer(v)
     ]
     assert found == []
+
+
+def test_the_korean_navigation_names_every_page_in_korean() -> None:
+    pages = [k for k in i18n.catalog("ko") if k.startswith("page.") and k.count(".") == 1]
+    assert "page.rnn_vs_transformer" in pages
+    assert [
+        k for k in pages if not re.search("[가-힣]", i18n.t(k, "ko"))
+    ] == []  # "RNN vs Transformer" was English
