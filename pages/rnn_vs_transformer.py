@@ -89,7 +89,8 @@ def scores(column, result: cmp.SystemRun, test_help: str) -> None:
         a.metric(tr("models.cmp.logprob"), f"{result.logprob:.3f}")
         b.metric(tr("models.cmp.test_bleu"), f"{result.test_bleu:.1f}", help=test_help)
         return
-    a, b, c, d = column.columns(4)
+    a, b = column.columns(2)  # two by two: four across, in half a page, cut every label
+    c, d = column.columns(2)
     answer = {None: "models.cmp.unknown", True: "models.cmp.yes", False: "models.cmp.no"}[result.correct]
     a.metric(tr("models.cmp.correct"), tr(answer))
     b.metric(tr("models.cmp.logprob"), f"{result.logprob:.3f}")
