@@ -151,7 +151,7 @@ BOX = "Sentence to translate"
 async def type_sentences(
     url: str, runs: int, pid: int, every: int
 ) -> tuple[list[tuple[int, float]], list[str]]:
-    """One tab types a new sentence on the Attention page run after run (every 4th also opens Decoding and comes back).
+    """One tab types a new sentence on the Attention page run after run (every 8th also opens Decoding and comes back).
 
     Returns (script runs so far, server RSS MiB) every `every` runs, and the errors the runs showed.
     """
@@ -170,12 +170,13 @@ async def type_sentences(
             run = await session.rerun(states=[text_state(session.widgets[BOX], own_sentence(i, toy=False))])
             done += 1
             errors += run.errors()
-            if i % 4 == 3:
+            if i % 8 == 7:
                 errors += (await session.rerun(page="Decoding")).errors()
                 await session.rerun(page="Attention")
                 done += 2
             if done // every > rows[-1][0] // every:
                 rows.append((done, read_process(pid, 0.0).rss_mib))
+                print(f"{done} runs: {rows[-1][1]:.0f} MiB", flush=True)
         rows.append((done, read_process(pid, 0.0).rss_mib))
     finally:
         await session.close()
@@ -198,6 +199,29 @@ def sentence_soak(
             stop_server(proc)
 
 
+def sentence_section(rows: list[tuple[int, float]], errors: list[str], budget: str | None, note: str) -> str:
+    """The 'Soak: a new sentence on every run' section of RESULTS.md."""
+    from bench.common import machine_info
+
+    info = machine_info()
+    shown = (
+        "`server.maxCacheDataSize` from .streamlit/config.toml" if budget is None else f"`--budget {budget}`"
+    )
+    lines = [
+        f"## {SENTENCES_TITLE}",
+        "",
+        f"`python -m bench.bench_soak --sentences {rows[-1][0]}` ({info['date']}, {shown}): one hosted server, one tab "
+        f"typing a new sentence on the Attention page run after run (every 8th also opens Decoding and comes back). "
+        f"{len(errors)} errors. Machine: {info['cpu']}, {info['logical cpus']} logical CPUs (load average at the end "
+        f"{info['load average (1/5/15 min)']})." + (f" {note}" if note else ""),
+        "",
+        "| script runs | server RSS MiB |",
+        "|---|---|",
+        *(f"| {n} | {mib:.0f} |" for n, mib in rows),
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the soak, print the section and write it into RESULTS.md."""
     if argv is None and sys.argv[1:2] == ["--serve"]:  # the server side: `--serve PROBE -- STREAMLIT ARGS`
@@ -217,8 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.sentences:
         rows, errors = sentence_soak(args.sentences, args.budget)
-        budget = "config.toml's" if args.budget is None else args.budget
-        print(f"budget {budget}: " + ", ".join(f"{n} runs {mib:.0f} MiB" for n, mib in rows), errors[:5])
+        markdown = sentence_section(rows, errors, args.budget, args.note)
+        print(markdown)
+        if not args.no_write:
+            write_section(markdown, title=SENTENCES_TITLE)
         return 0 if not errors else 1
     samples, waves, errors = soak(args.minutes, args.students, args.trainers, args.think, args.train_steps)
     markdown = section(samples, waves, errors, args.minutes, args.students, args.trainers, args.note)

@@ -481,6 +481,10 @@ def test_session_disk_is_capped_and_leftovers_swept(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="the most allowed here is - models or"):
         import_checkpoint_zip(data, tmp_path / "users" / "s-other", "m", small)
     check_session_space(root, HostedLimits.local())  # local mode: no cap
+    from visformer.classroom.jobs import JobRegistry
+
+    with pytest.raises(InputError, match="already keeps 10 model"):  # repeated training stops at the cap too
+        JobRegistry().start("student", _spec("again"), limits, root)
     # leftovers of killed saves and imports: old ones are removed, a fresh one (a save going on) stays
     old = root / ".m0.tmp-123-0a1b2c3d"
     fresh = root / ".m1.tmp-124-0a1b2c3e"
@@ -540,3 +544,17 @@ def test_an_unexpected_error_in_a_page_is_one_line_when_hosted(
         assert "unexpected error \\(RuntimeError\\)" in shown and "secret" not in shown, shown
     else:  # locally (and in every other test) the traceback shows, so nothing is hidden from a developer
         assert app.exception and "boom" in app.exception[0].value
+
+
+def test_cached_data_is_bounded_by_bytes_as_the_readme_says() -> None:
+    """README, Memory: cached translations and figures take at most 64 MB per process (server.maxCacheDataSize)."""
+    import tomllib
+
+    import streamlit.config
+
+    repo = Path(__file__).resolve().parents[1]
+    config = tomllib.loads((repo / ".streamlit" / "config.toml").read_text())
+    assert config["server"]["maxCacheDataSize"] == "64mb"
+    assert "at most 64 MB of serialized data per process" in (repo / "README.md").read_text()
+    streamlit.config.get_config_options(force_reparse=True)  # the value Streamlit reads at start
+    assert streamlit.config.get_option("server.maxCacheDataSize") == "64mb"
