@@ -92,7 +92,8 @@ def samples(
         ck.model, src, bos_id=tgt_tok.bos_id, eos_id=tgt_tok.eos_id, **dict(params)
     )
     outputs = result.outputs
-    return [ck.tgt_tokenizer.decode(o.tokens) for o in outputs], [float(o.best.logprob) for o in outputs]
+    texts = [sup.readable_text(tgt_tok.decode(o.tokens), tgt_tok.pieces(o.tokens)) for o in outputs]  # no "�"
+    return texts, [float(o.best.logprob) for o in outputs]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -479,3 +479,9 @@ def test_unseen_characters_are_named_and_shown_as_characters_not_bytes(lang: str
     assert "0xF0" not in ticks and "🐕 (1/4)" in ticks
     at.text_input(key="sentence").input("A dog runs.").run()
     assert not [w.value for w in at.warning if warning in w.value], "a sentence the model knows: no warning"
+
+
+def test_bytes_that_spell_no_character_are_written_as_bytes_not_a_replacement_mark() -> None:
+    pieces = ["▁Ein", "▁", "<0xEB>", "<0xB5>", "▁Hund", "</s>"]  # a sample that stopped inside a character
+    assert sup.readable_text("Ein \ufffd Hund", pieces) == "Ein ⟨EB⟩⟨B5⟩ Hund"
+    assert sup.readable_text("Ein 뵈", ["▁Ein", "▁", "<0xEB>", "<0xB5>", "<0x88>"]) == "Ein 뵈"  # nothing to mend

@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 from ..decoding import BeamNode, Step, Translation
 from ..i18n import has, t
 from .style import escape, layout
-from .views import readable_pieces
+from .views import readable_pieces, readable_text
 
 if TYPE_CHECKING:
     import pandas as pd  # imported where a table is built: not needed by the first page
@@ -144,11 +144,14 @@ def strategy_view(
         return readable_pieces(tgt_tokenizer.pieces([i]))[0]
 
     out = translation.output
-    nbest = [(tgt_tokenizer.decode(h.tokens), h.logprob, h.score) for h in out.nbest]
+    nbest = [
+        (readable_text(tgt_tokenizer.decode(h.tokens), tgt_tokenizer.pieces(h.tokens)), h.logprob, h.score)
+        for h in out.nbest
+    ]
     return StrategyView(
         strategy=strategy,
         params=dict(params),
-        text=translation.text,
+        text=readable_text(translation.text, list(translation.tgt_pieces)),
         pieces=readable_pieces(list(translation.tgt_pieces)),
         logprob=float(out.best.logprob),
         finished=bool(out.best.finished),

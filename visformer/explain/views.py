@@ -372,6 +372,24 @@ def _byte_runs(pieces: list[str]) -> list[tuple[int, int]]:
     return runs
 
 
+def _characters(data: bytes) -> list[tuple[str | None, int]]:
+    """The characters raw UTF-8 bytes spell, each with its byte count; (None, 1) for a byte that spells none."""
+    found: list[tuple[str | None, int]] = []
+    i = 0
+    while i < len(data):
+        for width in (1, 2, 3, 4):  # the shortest valid UTF-8 character starting here
+            try:
+                found.append((data[i : i + width].decode("utf-8"), width))
+                break
+            except UnicodeDecodeError:
+                continue
+        else:
+            found.append((None, 1))
+            width = 1
+        i += width
+    return found
+
+
 def _run_labels(data: bytes) -> list[str]:
     """A label per byte: the character it belongs to, with its place when the character takes several bytes.
 
@@ -379,18 +397,12 @@ def _run_labels(data: bytes) -> list[str]:
     """
     labels: list[str] = []
     i = 0
-    while i < len(data):
-        for width in (1, 2, 3, 4):  # the shortest valid UTF-8 character starting here
-            try:
-                char = data[i : i + width].decode("utf-8")
-            except UnicodeDecodeError:
-                continue
-            labels += [char] if width == 1 else [f"{char} ({k}/{width})" for k in range(1, width + 1)]
-            i += width
-            break
-        else:
+    for char, width in _characters(data):
+        if char is None:
             labels.append(f"byte {data[i]:02X}")
-            i += 1
+        else:
+            labels += [char] if width == 1 else [f"{char} ({k}/{width})" for k in range(1, width + 1)]
+        i += width
     return labels
 
 
@@ -412,12 +424,35 @@ def unseen_characters(pieces: list[str]) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+def readable_text(text: str, pieces: list[str]) -> str:
+    """An output as shown: as decoded, unless some bytes spell no character ('�'): then rebuilt from its pieces,
+    each such byte written ⟨EB⟩ (the model wrote part of a character it never finished)."""
+    if "\ufffd" not in text:
+        return text
+    out: list[str] = []
+    runs = dict(_byte_runs(pieces))
+    i = 0
+    while i < len(pieces):
+        if i in runs:
+            data = bytes(int(BYTE_PIECE.fullmatch(p).group(1), 16) for p in pieces[i : runs[i]])
+            spelled, at = [], 0
+            for char, width in _characters(data):
+                spelled.append(char if char is not None else f"⟨{data[at]:02X}⟩")
+                at += width
+            out.append("".join(spelled))
+            i = runs[i]
+        else:
+            out.append("" if pieces[i] in ("<s>", "</s>", "<pad>") else pieces[i])
+            i += 1
+    return "".join(out).replace("▁", " ").strip()
+
+
 def translation_view(translation: Any, tgt_tokenizer: Any, source: str) -> TranslationView:
     """Turn a `visformer.decoding.Translation` into arrays and labels."""
     maps = translation.attention
     return TranslationView(
         source=source,
-        text=translation.text,
+        text=readable_text(translation.text, list(translation.tgt_pieces)),
         src_ids=list(translation.src_ids),
         query_ids=list(translation.decoder_input_ids),
         src_pieces=readable_pieces(list(translation.src_pieces)),
