@@ -134,6 +134,9 @@ MEASURE_JS = """() => {
 LAYOUT_VIEWS = [
     "attention?checkpoint=en-de",
     "attention?checkpoint=en-de&tab=All+heads",
+    "attention?checkpoint=en-de&tab=Head+statistics",
+    "decoding?checkpoint=en-de",
+    "why_self_attention",
     "positional_encoding",
     "lesson?checkpoint=en-de&lesson_step=4",
     "timeline?checkpoint=en-de",

@@ -241,3 +241,18 @@ def test_a_long_title_is_wrapped_to_fit_a_phone_and_reads_the_same() -> None:
     assert fig.layout.margin.t == 108 and fig.layout.height == 348  # two more lines, the room for them
     assert fit_title(fig).layout.margin.t == 108  # wrapping twice changes nothing
     assert fig.layout.title.yanchor == "top"  # hung from the top: its second line never reaches the plot
+
+
+def test_subplot_titles_side_by_side_are_wrapped_to_their_share_of_a_phone() -> None:
+    from plotly.subplots import make_subplots
+
+    from visformer.explain.style import fit_title
+
+    titles = ("Measured on this machine right now", "Table 1: n²·d against n·d² operations")
+    fig = make_subplots(rows=1, cols=2, subplot_titles=titles).update_layout(height=400, margin_t=60)
+    fit_title(fig)
+    shown = [a.text for a in fig.layout.annotations]
+    assert [t.replace("<br>", " ") for t in shown] == list(titles) and all("<br>" in t for t in shown)
+    assert fig.layout.margin.t > 60 and fig.layout.height > 400  # room for the second line
+    alone = make_subplots(rows=2, cols=1, subplot_titles=titles)  # one above the other: a whole line each
+    assert [a.text for a in fit_title(alone).layout.annotations] == list(titles)

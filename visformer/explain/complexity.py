@@ -209,14 +209,14 @@ def _crossover_trace(x: float, ys: Sequence[float], show_legend: bool, lang: str
 
 
 def complexity_figure(bench: ComplexityBenchmark, sweep: str = "n", lang: str = "en") -> go.Figure:
-    """Measured time (left) and Table 1 term (right) of one layer against n (fixed d) or d (fixed n).
+    """Measured time (top) and Table 1 term (below) of one layer against n (fixed d) or d (fixed n).
 
     Log-log; the crossover n = d, where n²·d = n·d², is marked on both.
     """
     if sweep not in ("n", "d"):
         raise ValueError(f"sweep must be 'n' or 'd', got {sweep!r}")
     costs, fixed = (bench.by_n, bench.d) if sweep == "n" else (bench.by_d, bench.n)
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14,
+    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.22,  # one above the other: side by side, a phone cut both
                         subplot_titles=(_text("measured", lang), _text("table_term", lang)))  # fmt: skip
     for col, value, scale in ((1, "seconds", 1e3), (2, "operations", 1)):
         values = []
@@ -225,29 +225,29 @@ def complexity_figure(bench: ComplexityBenchmark, sweep: str = "n", lang: str = 
             values += [y * scale for y in ys]
             fig.add_trace(go.Scatter(x=xs, y=[y * scale for y in ys], mode="lines+markers", name=layer_name(layer, lang),
                                      line=dict(color=COLORS[layer], width=2.5), showlegend=col == 1),
-                          row=1, col=col)  # fmt: skip
-        fig.add_trace(_crossover_trace(fixed, values, col == 1, lang), row=1, col=col)
+                          row=col, col=1)  # fmt: skip
+        fig.add_trace(_crossover_trace(fixed, values, col == 1, lang), row=col, col=1)
     fig.update_xaxes(type="log", title=_text(f"x_{sweep}", lang, fixed=fixed))
     fig.update_yaxes(type="log", title=_text("y_time", lang), row=1, col=1)
-    fig.update_yaxes(type="log", title=_text("y_operations", lang), row=1, col=2)
-    fig.update_layout(legend=dict(orientation="h", y=-0.3))
-    return layout(fig, _text(f"title_{sweep}", lang), 400)
+    fig.update_yaxes(type="log", title=_text("y_operations", lang), row=2, col=1)
+    fig.update_layout(legend=dict(orientation="h", y=-0.15))
+    return layout(fig, _text(f"title_{sweep}", lang), 720)
 
 
 def steps_figure(costs: Sequence[LayerCost], lang: str = "en") -> go.Figure:
-    """Sequential operations (left) and maximum path length (right) against n, both layers, log-log."""
+    """Sequential operations (top) and maximum path length (below) against n, both layers, log-log."""
     titles = (_text("sequential", lang), _text("path", lang))
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14, subplot_titles=titles)
+    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.22, subplot_titles=titles)  # one above the other
     for col, value in ((1, "sequential_steps"), (2, "max_path_length")):
         for layer in LAYERS:
             xs, ys = _series(costs, layer, "n", value)
             fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=layer_name(layer, lang), showlegend=col == 1,
-                                     line=dict(color=COLORS[layer], width=2.5)), row=1, col=col)  # fmt: skip
+                                     line=dict(color=COLORS[layer], width=2.5)), row=col, col=1)  # fmt: skip
     fig.update_xaxes(type="log", title=_text("x_length", lang))
     fig.update_yaxes(type="log", title=_text("y_sequential", lang), row=1, col=1)
-    fig.update_yaxes(type="log", title=_text("y_path", lang), row=1, col=2)
-    fig.update_layout(legend=dict(orientation="h", y=-0.3))
-    return layout(fig, _text("title_steps", lang), 380)
+    fig.update_yaxes(type="log", title=_text("y_path", lang), row=2, col=1)
+    fig.update_layout(legend=dict(orientation="h", y=-0.15))
+    return layout(fig, _text("title_steps", lang), 680)
 
 
 # ---------------------------------------------------------------------------------------------

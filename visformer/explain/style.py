@@ -71,8 +71,26 @@ TITLE_AT_TOP = dict(
 )  # hung from the top, not centred
 
 
+def _fit_subplot_titles(fig: go.Figure) -> int:
+    """Wrap subplot titles side by side to their share of a phone's width; the lines added to the tallest."""
+    heads = [a for a in fig.layout.annotations if a.yref == "paper" and a.yanchor == "bottom" and a.text]
+    beside = len({round(a.x or 0, 3) for a in heads})
+    if beside < 2:
+        return 0
+    added = 0
+    for a in heads:
+        text = wrapped(a.text, TITLE_COLUMNS // beside + 2)
+        added = max(added, text.count("<br>") - a.text.count("<br>"))
+        a.text = text
+    return added
+
+
 def fit_title(fig: go.Figure) -> go.Figure:
-    """Wrap the figure's title to fit a phone (wrapped()), growing the top margin and height by the lines it added."""
+    """Wrap the title and side-by-side subplot titles to fit a phone (wrapped()), growing the top margin and height."""
+    lines = _fit_subplot_titles(fig)
+    if lines:
+        top = fig.layout.margin.t if fig.layout.margin.t is not None else 60
+        fig.update_layout(margin_t=top + 18 * lines, height=(fig.layout.height or 450) + 18 * lines)
     title = fig.layout.title.text or ""
     added = wrapped(title).count("<br>") - title.count("<br>")
     if added:
