@@ -278,14 +278,14 @@ def qkv_figure(
     stack = np.stack([np.asarray(m, dtype=float) for m in matrices])  # (3, S, dh)
     n, dh = stack.shape[1:]
     zmax = float(np.abs(stack).max()) or 1.0
-    fig = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.03, subplot_titles=titles)
+    fig = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.07, subplot_titles=titles)
     dims = dimension_labels(dh)
     for col, (matrix, name) in enumerate(zip(stack, "QKV", strict=True), start=1):
         cells = [[escape(label)] * dh for label in labels]  # (S, dh): the piece of each cell, for the hover
         fig.add_trace(go.Heatmap(z=matrix, x=dims, y=list(range(n)), text=cells, coloraxis="coloraxis", xgap=1,
                                  ygap=1, hovertemplate=f"{name}: %{{text}}, %{{x}}<br>%{{z:.3f}}<extra></extra>"),
                       row=1, col=col)  # fmt: skip
-        ticks = sorted({0, dh // 2, dh - 1})
+        ticks = sorted({0, dh - 1})  # first and last: three panels share a phone's width
         fig.update_xaxes(tickvals=[dims[t] for t in ticks], title_text=x_title, tickangle=0, row=1, col=col)
     fig.update_yaxes(tickvals=list(range(n)), ticktext=[escape(x) for x in labels], autorange="reversed")
     fig.update_layout(coloraxis=dict(colorscale="RdBu", reversescale=True, cmin=-zmax, cmax=zmax,
