@@ -35,7 +35,7 @@ from bench.bench_class import (
     read_process,
     text_state,
     use_checkpoints,
-)  # fmt: skip
+)
 from bench.bench_load import free_port, server_env, stop_server, write_section
 from deploy.launch import serve, start_app, streamlit_args
 
