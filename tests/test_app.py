@@ -484,4 +484,6 @@ def test_unseen_characters_are_named_and_shown_as_characters_not_bytes(lang: str
 def test_bytes_that_spell_no_character_are_written_as_bytes_not_a_replacement_mark() -> None:
     pieces = ["▁Ein", "▁", "<0xEB>", "<0xB5>", "▁Hund", "</s>"]  # a sample that stopped inside a character
     assert sup.readable_text("Ein \ufffd Hund", pieces) == "Ein ⟨EB⟩⟨B5⟩ Hund"
-    assert sup.readable_text("Ein 뵈", ["▁Ein", "▁", "<0xEB>", "<0xB5>", "<0x88>"]) == "Ein 뵈"  # nothing to mend
+    assert (
+        sup.readable_text("Ein 뵈", ["▁Ein", "▁", "<0xEB>", "<0xB5>", "<0x88>"]) == "Ein 뵈"
+    )  # nothing to mend

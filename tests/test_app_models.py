@@ -172,7 +172,9 @@ def test_rnn_vs_transformer_on_multi30k_shows_test_bleu_and_the_bottleneck_by_le
     assert at.selectbox(key="cmp_rnn").value == "multi30k-en-de-rnn-bahdanau"  # real sentences first
     assert [s.value for s in at.subheader] == ["multi30k-en-de-rnn-bahdanau", "multi30k-en-de"]
     assert at.text_input(key="cmp_sentence").value.startswith("A little girl")
-    assert at.text_input(key="cmp_sentence").label == i18n.t("models.cmp.sentence", lang)  # not "toy task: letters"
+    assert at.text_input(key="cmp_sentence").label == i18n.t(
+        "models.cmp.sentence", lang
+    )  # not "toy task: letters"
     labels = [m.label for m in at.metric]
     assert (
         labels.count(i18n.t("models.cmp.test_bleu", lang)) == 2
