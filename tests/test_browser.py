@@ -217,7 +217,9 @@ def test_decoder_view_from_a_link(server: str, browser) -> None:
     page, errors = _open(browser, server + "/?view=decoder&layer=0&head=0&tab=All+heads")
     try:
         _visible_charts(page, 1)
-        assert page.get_by_text("Decoder masked self-attention: every layer and head").count() >= 1
+        # the chart title wraps after its colon (style.fit_title): two lines of SVG text
+        assert page.get_by_text("Decoder masked self-attention:").count() >= 1
+        assert page.get_by_text("every layer and head").count() >= 1
         _check_and_shoot(page, "attention-decoder-all-heads", errors)
         _open_tab(page, "One head")
         _visible_charts(page, 2)
