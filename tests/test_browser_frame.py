@@ -7,6 +7,7 @@ downloaded chart to artifacts/screenshots/frame-ko-chart.png (look at them: Hang
 from __future__ import annotations
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.test_browser import SHOTS, WAIT_MS, _visible_charts, _wait_until_idle, browser, server  # noqa: F401 (fixtures)
 from tests.test_browser_lesson import _korean_checkpoint
@@ -76,7 +77,7 @@ def test_the_sentence_and_the_share_link_carry_over_a_page_switch_in_korean(serv
         sidebar.locator(f'a[href$="/{page}"]').click()  # the navigation, as a student clicks it
         tab.get_by_role("heading", name=i18n.t(title, "ko")).first.wait_for(timeout=WAIT_MS)
         _wait_until_idle(tab)
-        assert tab.locator('[data-testid="stTextInput"] input').first.input_value() == example, page
+        expect(tab.locator('[data-testid="stTextInput"] input').first).to_have_value(example, timeout=WAIT_MS)
         assert tab.get_by_text(i18n.t("frame.empty", "ko")).count() == 0, page  # not "nothing to translate"
         link = sidebar.locator('[data-testid="stCode"]').inner_text()
         assert "lang=ko" in link and "checkpoint=" in link, (page, link)

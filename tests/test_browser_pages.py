@@ -10,6 +10,7 @@ import pytest
 
 from bench.bench_load import SAVED
 from tests.test_browser import SHOTS, WAIT_MS, _wait_until_idle, browser, server  # noqa: F401 (fixtures)
+from visformer.explain.style import wrapped
 
 pytestmark = pytest.mark.browser
 
@@ -58,7 +59,8 @@ def page(server: str, browser):  # noqa: F811
 def test_decoding_page_in_chromium(server: str, page) -> None:  # noqa: F811 (fixture imported above)
     page.goto(server + "/decoding", wait_until="domcontentloaded", timeout=WAIT_MS)
     _charts(page, 2)
-    assert page.get_by_text("How probable is each output under the model?").count() >= 1
+    title = wrapped("How probable is each output under the model?")  # as the chart draws it, line by line
+    assert page.get_by_text(title.split("<br>")[0]).count() >= 1
     _shot(page, "decoding")
     page.get_by_role("tab", name="Beam search tree").click()
     _charts(page, 2)
