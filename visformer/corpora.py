@@ -202,7 +202,7 @@ def _own_pairs(corpora: Path, own: OwnCorpus, mix: Mix, split: str) -> list[Pair
 
 
 def back_translation_inputs(data: Path, bt: BackTranslation, held_out: Sequence[str]) -> list[str]:
-    """Distinct target-language sentences to back-translate: no held-out reference, none too long, seeded order."""
+    """Distinct target-language sentences to back-translate: no held-out reference, none too long, in hash order."""
     held = set(held_out)
     lines: set[str] = set()
     for name in bt.files:
