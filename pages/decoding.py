@@ -15,7 +15,7 @@ from visformer.checkpoint import Checkpoint
 from visformer.classroom import catalogue
 from visformer.classroom.hosting import HostedLimits
 from visformer.classroom.inputs import check_decoding_params, escape_markdown
-from visformer.data import fit_tokens
+from visformer.data import encode_source
 from visformer.decoding import STRATEGIES, Translation, get_strategy, run_strategies
 from visformer.explain import decoding as dfig
 from visformer.explain import style
@@ -36,8 +36,7 @@ SAMPLERS = list(sup.SAMPLERS)
 
 def source_ids(ck: Checkpoint, sentence: str, n: int = 1) -> tuple[list[int], torch.Tensor]:
     """The sentence's source ids (cut to fit, then </s>) and n copies of them as a tensor (n, S)."""
-    src_tok = ck.src_tokenizer
-    ids = fit_tokens(src_tok.encode(sentence), ck.model_config.max_len) + [src_tok.eos_id]
+    ids, _ = encode_source(ck.src_tokenizer, sentence, ck.model_config.max_len)
     device = next(ck.model.parameters()).device
     return ids, torch.tensor([ids] * n, dtype=torch.long, device=device)
 

@@ -24,12 +24,12 @@ from visformer.classroom.inputs import (
     fit_to_model,
     parse_uploaded_parallel,
     parse_uploaded_tsv,
-    strip_controls,
 )
 from visformer.config import ModelConfig, TrainConfig
 from visformer.data import Pair
 from visformer.decoding import translate
 from visformer.model import Transformer
+from visformer.text import strip_controls
 from visformer.tokenizer import SentencePieceTokenizer, SymbolTokenizer
 
 REPO = Path(__file__).resolve().parents[1]

@@ -244,6 +244,23 @@ def fit_tokens(ids: Sequence[int], max_len: int) -> list[int]:
     return list(ids[: token_room(max_len)])
 
 
+def encode_source(tokenizer: Tokenizer, text: str, max_len: int) -> tuple[list[int], bool]:
+    """The one encoding of a source sentence: its ids cut by fit_tokens, then </s>; and whether it was cut."""
+    ids = list(tokenizer.encode(text))
+    fitted = fit_tokens(ids, max_len)
+    return [*fitted, tokenizer.eos_id], len(fitted) < len(ids)
+
+
+def source_batch(tokenizer: Tokenizer, texts: Sequence[str], max_len: int) -> torch.Tensor:
+    """Sentences encoded by encode_source and padded into one batch (B, S)."""
+    return _pad([encode_source(tokenizer, text, max_len)[0] for text in texts], tokenizer.pad_id)
+
+
+def encode_example(src_tok: Tokenizer, tgt_tok: Tokenizer, source: str, target: str, max_len: int) -> Example:
+    """A (source, target) text pair as ids for make_batch: encode_source's cut, without the </s> it adds."""
+    return encode_source(src_tok, source, max_len)[0][:-1], fit_tokens(tgt_tok.encode(target), max_len)
+
+
 def encode_pairs(
     pairs: Iterable[_HasText], src_tok: Tokenizer, tgt_tok: Tokenizer, max_len: int | None = None
 ) -> list[Example]:

@@ -20,9 +20,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .data import fit_tokens
+from .data import encode_source
 from .i18n import TextError
 from .model import AttentionMaps, Encoded, HeadMask, KVCache, Transformer
+from .text import clean_text
 from .tokenizer import BOS_ID, EOS_ID, Tokenizer
 from .utils import autocast_dtype
 
@@ -799,18 +800,13 @@ def translate(
 ) -> Translation:
     """Clean the text as the app does, tokenise, decode with `strategy` (and its params), attention once.
 
-    Cleaning (visformer.classroom.inputs.clean_sentence, local limits): control, surrogate and bidi-override
+    Cleaning (visformer.text.clean_text, local limits): control, surrogate and bidi-override
     characters removed, spaces collapsed; empty text or an overlong word is a ValueError.
     """
-    from .classroom.inputs import clean_sentence  # the app's cleaning; inputs imports this module
-
-    text = clean_sentence(text).text
+    text = clean_text(text).text
     chosen = get_strategy(strategy)
     bos_id, eos_id = _special(tgt_tokenizer, "bos_id", BOS_ID), _special(tgt_tokenizer, "eos_id", EOS_ID)
-    ids = list(src_tokenizer.encode(text))
-    fitted = fit_tokens(ids, model.config.max_len)
-    truncated = len(fitted) < len(ids)
-    src_ids = fitted + [_special(src_tokenizer, "eos_id", EOS_ID)]
+    src_ids, truncated = encode_source(src_tokenizer, text, model.config.max_len)
     device = next(model.parameters()).device
     src = torch.tensor([src_ids], dtype=torch.long, device=device)  # (1, S)
     result = chosen(model, src, bos_id=bos_id, eos_id=eos_id, head_mask=head_mask, **params)

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .data import Batch, batches, encode_pairs, fit_tokens, make_batch
+from .data import Batch, batches, encode_pairs, make_batch, source_batch
 from .decoding import beam_search, greedy
 from .model import Transformer
 from .records import EvalMetrics
@@ -49,11 +49,10 @@ def translate_batch(
     precision: str = "auto",
 ) -> list[str]:
     """Translate one batch of texts: greedy (beam_size 1) or beam search from visformer.decoding."""
-    pairs = [(fit_tokens(src_tok.encode(text), model.config.max_len), []) for text in texts]
-    src = make_batch(pairs, src_tok.pad_id, tgt_tok.bos_id, src_tok.eos_id).src  # (B, S)
-    src = src.to(next(model.parameters()).device)
-    ids = dict(max_len=2 * src.shape[1] + 10, bos_id=tgt_tok.bos_id, eos_id=tgt_tok.eos_id, n_candidates=0,
-               precision=precision)  # fmt: skip
+    src = source_batch(src_tok, texts, model.config.max_len).to(next(model.parameters()).device)  # (B, S)
+    ids = dict(
+        bos_id=tgt_tok.bos_id, eos_id=tgt_tok.eos_id, n_candidates=0, precision=precision
+    )  # length: decoding's rule
     if beam_size <= 1:
         result = greedy(model, src, **ids)
     else:

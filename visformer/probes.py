@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from .config import TrainConfig
-from .data import fit_tokens, make_batch
+from .data import encode_example, make_batch
 from .model import AttentionMaps, Transformer
 from .records import Snapshot
 from .tokenizer import Tokenizer
@@ -67,10 +67,7 @@ class ProbeRecorder:
         if not all(targets):
             targets = self.translate(sources)
         n = self.model.config.max_len
-        pairs = [
-            (fit_tokens(s.encode(a), n), fit_tokens(t.encode(b), n))
-            for a, b in zip(sources, targets, strict=True)
-        ]
+        pairs = [encode_example(s, t, a, b, n) for a, b in zip(sources, targets, strict=True)]
         batch = make_batch(pairs, t.pad_id, t.bos_id, t.eos_id)
         device = next(self.model.parameters()).device
         self.model.eval()

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..i18n import Localized
+from ..text import MAX_SENTENCE_CHARS, MAX_WORD_CHARS
 
 ENV_SWITCH = "VISFORMER_HOSTED"
 ENV_PREFIX = "VISFORMER_"
@@ -47,9 +48,9 @@ class HostedLimits:
 
     is_hosted: bool = False
     # text typed into the app
-    max_sentence_chars: int = 2000  # longer sentences are cut (and the page says so)
+    max_sentence_chars: int = MAX_SENTENCE_CHARS  # longer sentences are cut (and the page says so)
     max_sentence_tokens: int | None = None  # on top of the model's own max_len
-    max_word_chars: int = 200  # a "word" longer than this is refused (usually a missing space)
+    max_word_chars: int = MAX_WORD_CHARS  # a "word" longer than this is refused (usually a missing space)
     # decoding
     max_beam_size: int = 16
     max_samples: int = 50

@@ -13,38 +13,19 @@ import re
 import tempfile
 import unicodedata
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..checkpoint import list_checkpoints, safe_checkpoint_dir
 from ..config import ModelConfig, TrainConfig
 from ..data import Pair, read_parallel, read_tsv, token_room
-from ..i18n import Localized, Text, TextError, error_text
+from ..i18n import Localized, Text, error_text
+from ..text import Cleaned, InputError, clean_text
 from .hosting import HostedLimits, folder_bytes
 
-# bidirectional overrides/isolates can make text display differently from what it is ("Trojan source")
-_BIDI_CONTROLS = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-_SPACE = re.compile(r"\s+")
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&])")
-
-
-class InputError(TextError):
-    """Input the app refuses; the message says what is wrong and what to do instead (in either language)."""
-
-
-@dataclass(frozen=True)
-class Cleaned:
-    """Text after cleaning, and what was changed (empty notes = nothing)."""
-
-    text: str
-    notes: tuple[str, ...] = ()
-
-    @property
-    def changed(self) -> bool:
-        """Whether anything was removed or cut."""
-        return bool(self.notes)
 
 
 def _mb(n: int) -> str:
@@ -63,52 +44,12 @@ def _mb(n: int) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def strip_controls(text: str) -> tuple[str, int]:
-    """Text without control, surrogate and bidi-override characters (tabs/newlines become spaces)."""
-    out, removed = [], 0
-    for ch in text:
-        category = unicodedata.category(ch)
-        if ch in "\t\n\r\v\f\x85\u2028\u2029":
-            out.append(" ")
-        elif category in ("Cc", "Cs") or ch in _BIDI_CONTROLS:
-            removed += 1
-        else:
-            out.append(ch)  # letters of any script, emoji (with their joiners) and marks stay
-    return "".join(out), removed
-
-
-def _cut_at_word(text: str, limit: int) -> str:
-    """The longest prefix of at most `limit` characters that ends at a word boundary when possible."""
-    cut = text[:limit]
-    if len(text) > limit and " " in cut and not text[limit].isspace():
-        cut = cut[: cut.rindex(" ")]
-    return cut.rstrip()
-
-
 def clean_sentence(text: Any, limits: HostedLimits | None = None) -> Cleaned:
-    """A sentence ready to translate: controls removed, spaces collapsed, cut to the length limit."""
+    """A sentence ready to translate under `limits` (default: local): see visformer.text.clean_text."""
     limits = limits or HostedLimits.local()
-    if text is None:
-        text = ""
-    if not isinstance(text, str):
-        raise InputError("error.not_text", kind=type(text).__name__)
-    notes = []
-    text, removed = strip_controls(unicodedata.normalize("NFC", text))
-    if removed:
-        notes.append(f"removed {removed} invisible control character(s)")
-    text = _SPACE.sub(" ", text).strip()
-    if not text:
-        raise InputError("error.nothing")
-    long_words = [w for w in text.split(" ") if len(w) > limits.max_word_chars]
-    if long_words:
-        word = long_words[0]
-        raise InputError("error.long_word", word=word[:20], n=len(word), limit=limits.max_word_chars)
-    if len(text) > limits.max_sentence_chars:
-        notes.append(
-            f"cut to the first {limits.max_sentence_chars:,} of its {len(text):,} characters (the limit here)"
-        )
-        text = _cut_at_word(text, limits.max_sentence_chars)
-    return Cleaned(text, tuple(notes))
+    return clean_text(
+        text, max_word_chars=limits.max_word_chars, max_sentence_chars=limits.max_sentence_chars
+    )
 
 
 def fit_to_model(text: str, tokenizer: Any, max_len: int, limits: HostedLimits | None = None) -> Cleaned:
