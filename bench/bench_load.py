@@ -3,7 +3,7 @@
 `python -m bench.bench_load [--sessions 20] [--trainers 2]` starts `streamlit run app.py` in hosted mode
 on a free 127.0.0.1 port, with a toy "reverse" checkpoint as the only shipped model, drives one headless
 Chromium with one browser context per session, and rewrites the "Load test" section of
-bench/RESULTS.md. tests/test_load.py runs the same thing and asserts on the report.
+bench/RESULTS.md. tests/test_browser_load.py runs the same thing and asserts on the report.
 
 Every viewer session opens the Attention page with its own sentence in the URL, types a second
 sentence, and opens the "All heads" tab; each trainer trains a tiny copy-task model on the Train

@@ -4,7 +4,7 @@ Starts `streamlit run app.py` in hosted mode on a free 127.0.0.1 port (see bench
 drives one headless Chromium. The class-size load (10-100 students) is measured at the protocol level by
 bench/bench_class.py (tests/test_bench_class.py); this test checks the rendered page, with
 VISFORMER_LOAD_SESSIONS viewer sessions (default 4). Marked slow; run it with
-`python -m pytest tests/test_load.py -m slow`.
+`python -m pytest tests/test_browser_load.py -m slow`.
 """
 
 from __future__ import annotations
