@@ -266,3 +266,27 @@ def test_package_never_imports_streamlit() -> None:
         "assert 'streamlit' not in sys.modules, 'visformer imported streamlit'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_recorded_intermediates_are_what_the_forward_pass_computed(norm_first: bool) -> None:
+    torch.manual_seed(0)
+    model = Transformer(tiny_config(n_encoder_layers=2, n_decoder_layers=2, norm_first=norm_first)).eval()
+    src, tgt = rand_tokens(2, 6), rand_tokens(2, 5)
+    plain = model(src, tgt)
+    out = model(src, tgt, need_weights=True, record=True)
+    torch.testing.assert_close(out.logits, plain.logits)
+    enc, dec = out.intermediates.encoder, out.intermediates.decoder
+    assert len(enc) == len(dec) == 2 and len(dec[0].sublayers) == 3 and len(dec[0].attention) == 2
+    torch.testing.assert_close(enc[1].input, enc[0].output)  # one layer's output is the next one's input
+    torch.testing.assert_close(enc[0].input, model.src_embed(src))
+    for i, layer in enumerate(dec):
+        torch.testing.assert_close(layer.self_attn.weights, out.attention.decoder[i])
+        torch.testing.assert_close(layer.cross_attn.weights, out.attention.cross[i])
+    attn, first = model.encoder.layers[0].self_attn, enc[0].sublayers[0]
+    seen = first.normed if norm_first else first.input  # what the attention read
+    torch.testing.assert_close(enc[0].self_attn.q, attn.split_heads(attn.w_q(seen)))
+    torch.testing.assert_close(enc[0].self_attn.output, first.output)
+    torch.testing.assert_close(model.generator(model.decoder.norm(dec[-1].output)), out.logits)
+    assert enc[0].ffn_hidden.shape == (2, 6, model.config.d_ff)
+    assert model(src, tgt).intermediates is None

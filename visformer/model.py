@@ -13,6 +13,16 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .config import ModelConfig
+from .outputs import (
+    AttentionMaps,
+    AttentionRecord,
+    HeadMask,
+    Intermediates,
+    KVCache,
+    LayerCache,
+    LayerRecord,
+    SublayerRecord,
+)
 
 # ---------------------------------------------------------------------------------------------
 # Positional encoding (section 3.5)
@@ -58,7 +68,7 @@ def apply_pe_rotation(pe: Tensor, k: float) -> Tensor:
 
 
 # ---------------------------------------------------------------------------------------------
-# Masks and attention containers
+# Masks
 # ---------------------------------------------------------------------------------------------
 
 
@@ -73,91 +83,6 @@ def causal_mask(q_len: int, k_len: int, device: torch.device | None = None) -> T
     q = torch.arange(q_len, device=device)[:, None] + offset
     k = torch.arange(k_len, device=device)[None, :]
     return k <= q
-
-
-@dataclass
-class AttentionMaps:
-    """All attention weights of one forward pass, one (B, h, queries, keys) tensor per layer."""
-
-    encoder: list[Tensor] = field(default_factory=list)  # (B, h, S, S) each
-    decoder: list[Tensor] = field(default_factory=list)  # (B, h, T, T) each, 0 above diagonal
-    cross: list[Tensor] = field(default_factory=list)  # (B, h, T, S) each
-
-    def cpu(self) -> AttentionMaps:
-        """Detached float32 copies on the CPU."""
-
-        def conv(xs: list[Tensor]) -> list[Tensor]:
-            return [x.detach().float().cpu() for x in xs]
-
-        return AttentionMaps(conv(self.encoder), conv(self.decoder), conv(self.cross))
-
-    def select(self, index: int) -> AttentionMaps:
-        """The maps of one batch element, keeping a batch dimension of 1."""
-
-        def pick(xs: list[Tensor]) -> list[Tensor]:
-            return [x[index : index + 1] for x in xs]
-
-        return AttentionMaps(pick(self.encoder), pick(self.decoder), pick(self.cross))
-
-
-@dataclass
-class HeadMask:
-    """Per-head switches (layers, heads): 1 keeps a head, 0 switches it off (ablation)."""
-
-    encoder: Tensor | None = None
-    decoder: Tensor | None = None
-    cross: Tensor | None = None
-
-    @staticmethod
-    def ones(config: ModelConfig) -> HeadMask:
-        """A mask that keeps every head."""
-        h = config.n_heads
-        return HeadMask(
-            torch.ones(config.n_encoder_layers, h),
-            torch.ones(config.n_decoder_layers, h),
-            torch.ones(config.n_decoder_layers, h),
-        )
-
-    def layer(self, kind: str, index: int) -> Tensor | None:
-        """Row of switches (h,) for one layer of `kind` ("encoder", "decoder", "cross")."""
-        mask = getattr(self, kind)
-        return None if mask is None else mask[index]
-
-
-@dataclass
-class LayerCache:
-    """Keys and values a decoder layer keeps between generation steps, each (B, h, L, dh)."""
-
-    self_k: Tensor | None = None
-    self_v: Tensor | None = None
-    cross_k: Tensor | None = None
-    cross_v: Tensor | None = None
-
-
-@dataclass
-class KVCache:
-    """Incremental-decoding state: self-attention K/V grow, cross-attention K/V are computed once."""
-
-    layers: list[LayerCache]
-
-    @staticmethod
-    def empty(n_layers: int) -> KVCache:
-        """A cache with nothing decoded yet."""
-        return KVCache([LayerCache() for _ in range(n_layers)])
-
-    @property
-    def length(self) -> int:
-        """Number of target positions already cached."""
-        k = self.layers[0].self_k
-        return 0 if k is None else k.shape[2]
-
-    def reorder(self, index: Tensor) -> None:
-        """Keep batch rows `index` (beam search picks surviving hypotheses)."""
-        for layer in self.layers:
-            for name in ("self_k", "self_v", "cross_k", "cross_v"):
-                t = getattr(layer, name)
-                if t is not None:
-                    setattr(layer, name, t.index_select(0, index))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -201,10 +126,15 @@ class MultiHeadAttention(nn.Module):
         causal: bool = False,
         need_weights: bool = False,
         head_mask: Tensor | None = None,
+        record: list[AttentionRecord] | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        """softmax(QKᵀ/√dk)V per head, merged and projected: (B, Lq, d) and weights (B, h, Lq, Lk)."""
+        """softmax(QKᵀ/√dk)V per head, merged and projected: (B, Lq, d) and weights (B, h, Lq, Lk).
+
+        With a `record` list, appends this pass taken apart (an AttentionRecord) and returns the weights.
+        """
         q_len, k_len = q.shape[2], k.shape[2]
         drop = self.dropout if self.training else 0.0
+        need_weights = need_weights or record is not None
         if causal and (need_weights or mask is not None or q_len != k_len):
             cm = causal_mask(q_len, k_len, q.device)
             mask = cm if mask is None else mask & cm
@@ -221,8 +151,11 @@ class MultiHeadAttention(nn.Module):
         if head_mask is not None:
             out = out * head_mask.to(out.dtype).view(-1, self.n_heads, 1, 1)  # switch heads off
         b = out.shape[0]
-        out = out.transpose(1, 2).reshape(b, q_len, self.n_heads * self.d_head)  # concat heads
-        return self.w_o(out), weights
+        concat = out.transpose(1, 2).reshape(b, q_len, self.n_heads * self.d_head)  # concat heads
+        projected = self.w_o(concat)  # (B, Lq, d)
+        if record is not None:
+            record.append(AttentionRecord(q, k, v, weights, out, concat, projected))
+        return projected, weights
 
     def forward(
         self,
@@ -233,11 +166,13 @@ class MultiHeadAttention(nn.Module):
         causal: bool = False,
         need_weights: bool = False,
         head_mask: Tensor | None = None,
+        record: list[AttentionRecord] | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """Attention of `query` (B, Lq, d) over `key_value` (B, Lk, d)."""
         k, v = self.project_kv(key_value)
+        q = self.project_q(query)
         return self.attend(
-            self.project_q(query), k, v, mask, causal=causal, need_weights=need_weights, head_mask=head_mask
+            q, k, v, mask, causal=causal, need_weights=need_weights, head_mask=head_mask, record=record
         )
 
 
@@ -255,9 +190,12 @@ class FeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.activation = ACTIVATION_FUNCTIONS[activation]
 
-    def forward(self, x: Tensor) -> Tensor:
-        """(B, L, d) -> (B, L, d)."""
-        return self.linear2(self.dropout(self.activation(self.linear1(x))))
+    def forward(self, x: Tensor, record: list[Tensor] | None = None) -> Tensor:
+        """(B, L, d) -> (B, L, d); appends the hidden layer (B, L, d_ff) to `record` when given."""
+        hidden = self.activation(self.linear1(x))
+        if record is not None:
+            record.append(hidden)
+        return self.linear2(self.dropout(hidden))
 
 
 class SublayerConnection(nn.Module):
@@ -269,13 +207,21 @@ class SublayerConnection(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.norm_first = norm_first
 
-    def forward(self, x: Tensor, sublayer) -> tuple[Tensor, Tensor | None]:
+    def forward(
+        self, x: Tensor, sublayer, record: list[SublayerRecord] | None = None
+    ) -> tuple[Tensor, Tensor | None]:
         """Apply `sublayer` (returning output and optional weights) with residual and norm."""
         if self.norm_first:
-            y, w = sublayer(self.norm(x))
-            return x + self.dropout(y), w
-        y, w = sublayer(x)
-        return self.norm(x + self.dropout(y)), w
+            normed = self.norm(x)
+            y, w = sublayer(normed)
+            out = residual = x + self.dropout(y)
+        else:
+            y, w = sublayer(x)
+            residual = x + self.dropout(y)
+            out = normed = self.norm(residual)
+        if record is not None:
+            record.append(SublayerRecord(x, y, residual, normed, self.norm_first))
+        return out, w
 
 
 def masked_self_attention(
@@ -284,6 +230,7 @@ def masked_self_attention(
     cache: LayerCache | None,
     need_weights: bool,
     head_mask: Tensor | None,
+    record: list[AttentionRecord] | None = None,
 ) -> tuple[Tensor, Tensor | None]:
     """Masked self-attention of the new positions y (B, T, d) over all positions so far (K/V cached)."""
     k, v = attn.project_kv(y)
@@ -292,7 +239,15 @@ def masked_self_attention(
             k = torch.cat([cache.self_k, k], dim=2)  # (B, h, T_so_far, dh)
             v = torch.cat([cache.self_v, v], dim=2)
         cache.self_k, cache.self_v = k, v
-    return attn.attend(attn.project_q(y), k, v, causal=True, need_weights=need_weights, head_mask=head_mask)
+    q = attn.project_q(y)
+    return attn.attend(q, k, v, causal=True, need_weights=need_weights, head_mask=head_mask, record=record)
+
+
+def _record_lists(
+    record: LayerRecord,
+) -> tuple[list[SublayerRecord], list[AttentionRecord], list[Tensor]]:
+    """The lists a layer appends to while it runs."""
+    return record.sublayers, record.attention, record.hidden
 
 
 class EncoderLayer(nn.Module):
@@ -307,13 +262,23 @@ class EncoderLayer(nn.Module):
         self.sublayer2 = SublayerConnection(d, p, config.norm_first)
 
     def forward(
-        self, x: Tensor, src_mask: Tensor | None, need_weights: bool = False, head_mask: Tensor | None = None
+        self,
+        x: Tensor,
+        src_mask: Tensor | None,
+        need_weights: bool = False,
+        head_mask: Tensor | None = None,
+        record: LayerRecord | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        """x (B, S, d) -> (B, S, d) and self-attention weights (B, h, S, S)."""
+        """x (B, S, d) -> (B, S, d) and self-attention weights (B, h, S, S); fills `record` when given."""
+        subs, attns, hidden = (None, None, None) if record is None else _record_lists(record)
         x, w = self.sublayer1(
-            x, lambda y: self.self_attn(y, y, src_mask, need_weights=need_weights, head_mask=head_mask)
+            x,
+            lambda y: self.self_attn(
+                y, y, src_mask, need_weights=need_weights, head_mask=head_mask, record=attns
+            ),
+            subs,
         )
-        x, _ = self.sublayer2(x, lambda y: (self.feed_forward(y), None))
+        x, _ = self.sublayer2(x, lambda y: (self.feed_forward(y, hidden), None), subs)
         return x, w
 
 
@@ -338,6 +303,7 @@ class DecoderLayer(nn.Module):
         cache: LayerCache | None,
         need_weights: bool,
         head_mask: Tensor | None,
+        record: list[AttentionRecord] | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """Attention of y over the encoder output; its K/V are computed once per source."""
         attn = self.cross_attn
@@ -347,7 +313,8 @@ class DecoderLayer(nn.Module):
             k, v = attn.project_kv(memory)
             if cache is not None:
                 cache.cross_k, cache.cross_v = k, v
-        return attn.attend(attn.project_q(y), k, v, src_mask, need_weights=need_weights, head_mask=head_mask)
+        q = attn.project_q(y)
+        return attn.attend(q, k, v, src_mask, need_weights=need_weights, head_mask=head_mask, record=record)
 
     def forward(
         self,
@@ -358,17 +325,21 @@ class DecoderLayer(nn.Module):
         need_weights: bool = False,
         head_mask: HeadMask | None = None,
         index: int = 0,
+        record: LayerRecord | None = None,
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """x (B, T, d) -> (B, T, d), self weights (B, h, T, T_all), cross weights (B, h, T, S)."""
         hm_self = head_mask.layer("decoder", index) if head_mask else None
         hm_cross = head_mask.layer("cross", index) if head_mask else None
+        subs, attns, hidden = (None, None, None) if record is None else _record_lists(record)
         x, w_self = self.sublayer1(
-            x, lambda y: masked_self_attention(self.self_attn, y, cache, need_weights, hm_self)
+            x, lambda y: masked_self_attention(self.self_attn, y, cache, need_weights, hm_self, attns), subs
         )
         x, w_cross = self.sublayer2(
-            x, lambda y: self._cross_attention(y, memory, src_mask, cache, need_weights, hm_cross)
+            x,
+            lambda y: self._cross_attention(y, memory, src_mask, cache, need_weights, hm_cross, attns),
+            subs,
         )
-        x, _ = self.sublayer3(x, lambda y: (self.feed_forward(y), None))
+        x, _ = self.sublayer3(x, lambda y: (self.feed_forward(y, hidden), None), subs)
         return x, w_self, w_cross
 
 
@@ -391,6 +362,14 @@ class Embeddings(nn.Module):
         return self.dropout(x)
 
 
+def _new_record(records: list[LayerRecord] | None) -> LayerRecord | None:
+    """A fresh LayerRecord appended to `records`, or None when nothing is recorded."""
+    if records is None:
+        return None
+    records.append(LayerRecord())
+    return records[-1]
+
+
 class Encoder(nn.Module):
     """A stack of N encoder layers (with a final LayerNorm in the pre-LN variant)."""
 
@@ -405,11 +384,15 @@ class Encoder(nn.Module):
         src_mask: Tensor | None,
         need_weights: bool = False,
         head_mask: HeadMask | None = None,
+        records: list[LayerRecord] | None = None,
     ) -> tuple[Tensor, list[Tensor]]:
-        """x (B, S, d) -> memory (B, S, d) and per-layer self-attention weights."""
+        """x (B, S, d) -> memory (B, S, d) and per-layer self-attention weights; one record per layer."""
         maps = []
         for i, layer in enumerate(self.layers):
-            x, w = layer(x, src_mask, need_weights, head_mask.layer("encoder", i) if head_mask else None)
+            record = _new_record(records)
+            x, w = layer(
+                x, src_mask, need_weights, head_mask.layer("encoder", i) if head_mask else None, record
+            )
             if w is not None:
                 maps.append(w)
         return self.norm(x), maps
@@ -431,12 +414,14 @@ class Decoder(nn.Module):
         cache: KVCache | None = None,
         need_weights: bool = False,
         head_mask: HeadMask | None = None,
+        records: list[LayerRecord] | None = None,
     ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
-        """x (B, T, d) -> (B, T, d), per-layer self and cross weights."""
+        """x (B, T, d) -> (B, T, d), per-layer self and cross weights; one record per layer."""
         self_maps, cross_maps = [], []
         for i, layer in enumerate(self.layers):
             layer_cache = cache.layers[i] if cache is not None else None
-            x, ws, wc = layer(x, memory, src_mask, layer_cache, need_weights, head_mask, i)
+            record = _new_record(records)
+            x, ws, wc = layer(x, memory, src_mask, layer_cache, need_weights, head_mask, i, record)
             if ws is not None:
                 self_maps.append(ws)
                 cross_maps.append(wc)
@@ -469,6 +454,7 @@ class Encoded:
     memory: Tensor  # (B, S, d)
     src_mask: Tensor  # (B, 1, 1, S), True for real tokens
     attention: list[Tensor]  # per layer (B, h, S, S); empty unless weights were asked for
+    intermediates: list[LayerRecord] = field(default_factory=list)  # per layer, when recorded
 
 
 @dataclass
@@ -478,6 +464,7 @@ class Decoded:
     logits: Tensor  # (B, T, V)
     self_attention: list[Tensor]  # per layer (B, h, T, T_all)
     cross_attention: list[Tensor]  # per layer (B, h, T, S)
+    intermediates: list[LayerRecord] = field(default_factory=list)  # per layer, when recorded
 
 
 @dataclass
@@ -486,6 +473,7 @@ class Seq2SeqOutput:
 
     logits: Tensor  # (B, T, V)
     attention: AttentionMaps | None = None
+    intermediates: Intermediates | None = None
 
 
 class Transformer(nn.Module):
@@ -521,12 +509,18 @@ class Transformer(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def encode(
-        self, src: Tensor, *, need_weights: bool = False, head_mask: HeadMask | None = None
+        self,
+        src: Tensor,
+        *,
+        need_weights: bool = False,
+        head_mask: HeadMask | None = None,
+        record: bool = False,
     ) -> Encoded:
-        """Encode source tokens (B, S) into memory (B, S, d)."""
+        """Encode source tokens (B, S) into memory (B, S, d); `record` keeps every layer's intermediates."""
         src_mask = padding_mask(src, self.config.pad_id)
-        memory, maps = self.encoder(self.src_embed(src), src_mask, need_weights, head_mask)
-        return Encoded(memory, src_mask, maps)
+        records = [] if record else None
+        memory, maps = self.encoder(self.src_embed(src), src_mask, need_weights, head_mask, records)
+        return Encoded(memory, src_mask, maps if need_weights else [], records or [])
 
     def decode(
         self,
@@ -536,24 +530,38 @@ class Transformer(nn.Module):
         cache: KVCache | None = None,
         need_weights: bool = False,
         head_mask: HeadMask | None = None,
+        record: bool = False,
     ) -> Decoded:
         """Logits (B, T, V) for target tokens (B, T); with a cache, `tgt` holds only new tokens."""
         offset = cache.length if cache is not None else 0
         x = self.tgt_embed(tgt, offset)
+        records = [] if record else None
         y, self_maps, cross_maps = self.decoder(
-            x, encoded.memory, encoded.src_mask, cache, need_weights, head_mask
+            x, encoded.memory, encoded.src_mask, cache, need_weights, head_mask, records
         )
-        return Decoded(self.generator(y), self_maps, cross_maps)
+        if not need_weights:
+            self_maps, cross_maps = [], []
+        return Decoded(self.generator(y), self_maps, cross_maps, records or [])
 
     def new_cache(self) -> KVCache:
         """An empty key/value cache for incremental decoding."""
         return KVCache.empty(self.config.n_decoder_layers)
 
     def forward(
-        self, src: Tensor, tgt: Tensor, *, need_weights: bool = False, head_mask: HeadMask | None = None
+        self,
+        src: Tensor,
+        tgt: Tensor,
+        *,
+        need_weights: bool = False,
+        head_mask: HeadMask | None = None,
+        record: bool = False,
     ) -> Seq2SeqOutput:
-        """Teacher-forced logits (B, T, V) for source (B, S) and shifted target (B, T)."""
-        enc = self.encode(src, need_weights=need_weights, head_mask=head_mask)
-        dec = self.decode(tgt, enc, need_weights=need_weights, head_mask=head_mask)
+        """Teacher-forced logits (B, T, V) for source (B, S) and shifted target (B, T).
+
+        `record` also returns every layer's intermediates (Q, K, V, attention, sublayer outputs).
+        """
+        enc = self.encode(src, need_weights=need_weights, head_mask=head_mask, record=record)
+        dec = self.decode(tgt, enc, need_weights=need_weights, head_mask=head_mask, record=record)
         maps = AttentionMaps(enc.attention, dec.self_attention, dec.cross_attention) if need_weights else None
-        return Seq2SeqOutput(dec.logits, maps)
+        inside = Intermediates(enc.intermediates, dec.intermediates) if record else None
+        return Seq2SeqOutput(dec.logits, maps, inside)

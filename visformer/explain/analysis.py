@@ -16,6 +16,7 @@ from ..model import (
     AttentionMaps,
     Transformer,
     apply_pe_rotation,
+    padding_mask,
     pe_rotation,
     pe_wavelengths,
     positional_encoding,
@@ -262,49 +263,29 @@ class HeadInternals:
     masked: np.ndarray  # (q, k) bool, True where the key is hidden
 
 
-def _sublayer_input(sublayer, x: torch.Tensor) -> torch.Tensor:
-    """What the attention inside a residual sublayer sees: x (post-LN) or LayerNorm(x) (pre-LN)."""
-    return sublayer.norm(x) if sublayer.norm_first else x
-
-
 @torch.no_grad()
 def head_internals(
     model: Transformer, src_ids: list[int], tgt_in_ids: list[int], kind: str, layer: int, head: int
 ) -> HeadInternals:
-    """Recompute one head's Q, K, V, scores and output for one sentence (teacher-forced, batch of 1)."""
+    """One head's Q, K, V (as the model's forward pass recorded them), scores and output for one sentence."""
     get_kind(kind)
     device = next(model.parameters()).device
     src = torch.tensor([src_ids], device=device)  # (1, S)
-    stack = model.encoder.layers if kind == "encoder" else model.decoder.layers
-    if not 0 <= layer < len(stack) or not 0 <= head < model.config.n_heads:
+    n_layers = model.config.n_encoder_layers if kind == "encoder" else model.config.n_decoder_layers
+    if not 0 <= layer < n_layers or not 0 <= head < model.config.n_heads:
         raise ValueError(f"layer {layer} / head {head} out of range for this model")
-    encoded = model.encode(src)
     if kind == "encoder":
-        x = model.src_embed(src)  # (1, S, d)
-        for block in model.encoder.layers[:layer]:
-            x, _ = block(x, encoded.src_mask)
-        attn = stack[layer].self_attn
-        y = _sublayer_input(stack[layer].sublayer1, x)
-        q, (k, v), mask = attn.project_q(y), attn.project_kv(y), encoded.src_mask
+        encoded = model.encode(src, record=True)
+        record, mask = encoded.intermediates[layer].self_attn, encoded.src_mask
     else:
         tgt = torch.tensor([tgt_in_ids], device=device)  # (1, T)
-        x = model.tgt_embed(tgt)
-        for block in model.decoder.layers[:layer]:
-            x, _, _ = block(x, encoded.memory, encoded.src_mask)
-        block = stack[layer]
+        layer_record = model(src, tgt, record=True).intermediates.decoder[layer]
         if kind == "decoder":
-            attn = block.self_attn
-            y = _sublayer_input(block.sublayer1, x)
-            q, (k, v) = attn.project_q(y), attn.project_kv(y)
+            record = layer_record.self_attn
             mask = torch.from_numpy(~future_mask(tgt.shape[1], tgt.shape[1])).to(device)
         else:
-            x, _ = block.sublayer1(
-                x, lambda y: block.self_attn.attend(*_qkv(block.self_attn, y), causal=True)
-            )
-            attn = block.cross_attn
-            q, (k, v) = attn.project_q(_sublayer_input(block.sublayer2, x)), attn.project_kv(encoded.memory)
-            mask = encoded.src_mask
-    q, k, v = q[0, head], k[0, head], v[0, head]  # (q, dh), (k, dh), (k, dh)
+            record, mask = layer_record.cross_attn, padding_mask(src, model.config.pad_id)
+    q, k, v = record.q[0, head], record.k[0, head], record.v[0, head]  # (q, dh), (k, dh), (k, dh)
     scores = q @ k.T  # (q, k)
     mask = torch.broadcast_to(mask.reshape(mask.shape[-2:]), scores.shape)  # True = visible
     scores = scores.masked_fill(~mask, float("-inf"))
@@ -318,12 +299,6 @@ def head_internals(
     return HeadInternals(
         arr(q), arr(k), arr(v), arr(scores), arr(scaled), arr(weights), arr(out), ~arr(mask).astype(bool)
     )
-
-
-def _qkv(attn, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Q, K, V of y for self-attention."""
-    k, v = attn.project_kv(y)
-    return attn.project_q(y), k, v
 
 
 def softmax(x: np.ndarray) -> np.ndarray:

@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import plotly.graph_objects as go
 import torch
-import torch.nn.functional as F
 from plotly.subplots import make_subplots
 
-from ..model import Transformer, padding_mask
+from ..model import LayerRecord, Transformer
 from ..training import noam_lr
 from .analysis import entropy, pe_matrix, pe_norm, softmax
 from .kinds import future_mask
@@ -355,17 +354,19 @@ def scaling_question(effect: ScalingEffect, query_label: str) -> Question:
 
 
 @torch.no_grad()
-def encoder_input(model: Transformer, src_ids: list[int], layer: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """What encoder layer `layer` receives for one sentence: x (1, S, d) and the source mask (1, 1, 1, S)."""
+def encoder_record(model: Transformer, src_ids: list[int], layer: int) -> tuple[LayerRecord, torch.Tensor]:
+    """What encoder layer `layer` computed for one sentence (its forward pass's record) and the source mask."""
     if not 0 <= layer < len(model.encoder.layers):
         raise ValueError(f"encoder layer {layer} out of range 0..{len(model.encoder.layers) - 1}")
     device = next(model.parameters()).device
-    src = torch.tensor([src_ids], device=device)  # (1, S)
-    mask = padding_mask(src, model.config.pad_id)
-    x = model.src_embed(src)  # (1, S, d)
-    for block in model.encoder.layers[:layer]:
-        x, _ = block(x, mask)
-    return x, mask
+    encoded = model.encode(torch.tensor([src_ids], device=device), record=True)  # (1, S)
+    return encoded.intermediates[layer], encoded.src_mask
+
+
+def encoder_input(model: Transformer, src_ids: list[int], layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """What encoder layer `layer` receives for one sentence: x (1, S, d) and the source mask (1, 1, 1, S)."""
+    record, mask = encoder_record(model, src_ids, layer)
+    return record.input, mask
 
 
 @dataclass(frozen=True)
@@ -379,26 +380,17 @@ class MultiHeadView:
     w_o_shape: tuple[int, int]  # (d, h·dh) as stored by nn.Linear
 
 
-@torch.no_grad()
 def multi_head_view(model: Transformer, src_ids: list[int], layer: int) -> MultiHeadView:
     """Split into heads, attend per head, concatenate, project with W_O (eval mode, no dropout)."""
-    x, mask = encoder_input(model, src_ids, layer)
-    block = model.encoder.layers[layer]
-    attn = block.self_attn
-    y = block.sublayer1.norm(x) if block.sublayer1.norm_first else x
-    q, (k, v) = attn.project_q(y), attn.project_kv(y)  # (1, h, S, dh) each
-    scores = (q @ k.transpose(-2, -1) / math.sqrt(attn.d_head)).masked_fill(
-        ~mask, float("-inf")
-    )  # (1, h, S, S)
-    weights = torch.softmax(scores, dim=-1)
-    heads = weights @ v  # (1, h, S, dh)
-    concat = heads.transpose(1, 2).reshape(1, heads.shape[2], -1)  # (1, S, h·dh)
-    output = attn.w_o(concat)  # (1, S, d)
+    attn = encoder_record(model, src_ids, layer)[0].self_attn
 
     def arr(t: torch.Tensor) -> np.ndarray:
         return t[0].double().cpu().numpy()
 
-    return MultiHeadView(arr(weights), arr(heads), arr(concat), arr(output), tuple(attn.w_o.weight.shape))
+    w_o = model.encoder.layers[layer].self_attn.w_o
+    return MultiHeadView(
+        arr(attn.weights), arr(attn.heads), arr(attn.concat), arr(attn.output), tuple(w_o.weight.shape)
+    )
 
 
 def multi_head_question(view: MultiHeadView, d_model: int, d_ff: int) -> Question:
@@ -436,36 +428,20 @@ class LayerTrace:
         return self.vectors[-1]
 
 
-@torch.no_grad()
 def encoder_layer_trace(model: Transformer, src_ids: list[int], layer: int) -> LayerTrace:
-    """Run one encoder layer sub-layer by sub-layer with the model's own modules (eval mode)."""
-    x, mask = encoder_input(model, src_ids, layer)
-    block = model.encoder.layers[layer]
-    ffn = block.feed_forward
-
-    def attention(y: torch.Tensor) -> torch.Tensor:
-        return block.self_attn(y, y, mask)[0]
-
-    if block.sublayer1.norm_first:  # x + Attn(LN(x)), then + FFN(LN(·))
-        n1 = block.sublayer1.norm(x)
-        a = attention(n1)
-        r1 = x + a
-        n2 = block.sublayer2.norm(r1)
-        hidden = F.relu(ffn.linear1(n2))  # (1, S, d_ff)
-        f = ffn.linear2(hidden)
-        tensors = (x, n1, a, r1, n2, hidden, f, r1 + f)
+    """One encoder layer sub-layer by sub-layer, as its forward pass recorded it (eval mode)."""
+    record = encoder_record(model, src_ids, layer)[0]
+    attn, ffn = record.sublayers
+    if attn.norm_first:  # x + Attn(LN(x)), then + FFN(LN(·))
+        tensors = (attn.input, attn.normed, attn.output, attn.residual, ffn.normed, record.ffn_hidden,
+                   ffn.output, ffn.residual)  # fmt: skip
         stages = PRE_LN_STAGES
     else:  # LN(x + Attn(x)), then LN(· + FFN(·))
-        a = attention(x)
-        r1 = x + a
-        n1 = block.sublayer1.norm(r1)
-        hidden = F.relu(ffn.linear1(n1))
-        f = ffn.linear2(hidden)
-        r2 = n1 + f
-        tensors = (x, a, r1, n1, hidden, f, r2, block.sublayer2.norm(r2))
+        tensors = (attn.input, attn.output, attn.residual, attn.normed, record.ffn_hidden, ffn.output,
+                   ffn.residual, ffn.normed)  # fmt: skip
         stages = POST_LN_STAGES
     vectors = tuple(t[0].double().cpu().numpy() for t in tensors)
-    return LayerTrace(stages, vectors, bool(block.sublayer1.norm_first))
+    return LayerTrace(stages, vectors, attn.norm_first)
 
 
 def ffn_question(trace: LayerTrace, piece: int, piece_label: str) -> Question:
