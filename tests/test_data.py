@@ -24,7 +24,7 @@ from visformer.data import (
     padded_tokens,
     read_parallel,
     read_tsv,
-    split_by_source,
+    split_disjoint,
 )
 from visformer.download import (
     CORPORA,
@@ -106,31 +106,15 @@ def _repeated_corpus(n_sources: int = 300, seed: int = 0) -> list[Pair]:
     return pairs
 
 
-def test_split_by_source_no_overlap_and_complete() -> None:
+def test_split_disjoint_is_deterministic_and_order_free() -> None:
     pairs = _repeated_corpus()
-    train, valid, test = split_by_source(pairs, valid=0.1, test=0.1, seed=3)
-    sets = [{p.src for p in part} for part in (train, valid, test)]
-    assert not sets[0] & sets[1] and not sets[0] & sets[2] and not sets[1] & sets[2]
-    assert sorted(train + valid + test, key=repr) == sorted(pairs, key=repr)
-    assert len(sets[1]) == 30 and len(sets[2]) == 30  # fractions of unique sources
-
-
-def test_split_by_source_is_deterministic_and_order_free() -> None:
-    pairs = _repeated_corpus()
-    a = split_by_source(pairs, valid=20, test=20, seed=1)
+    a = split_disjoint(pairs, valid=20, test=20, seed=1)
     shuffled = list(pairs)
     random.Random(9).shuffle(shuffled)
-    b = split_by_source(shuffled, valid=20, test=20, seed=1)
+    b = split_disjoint(shuffled, valid=20, test=20, seed=1)
     assert {p.src for p in a.test} == {p.src for p in b.test}
-    assert a == split_by_source(pairs, valid=20, test=20, seed=1)
-    assert {p.src for p in a.test} != {p.src for p in split_by_source(pairs, valid=20, test=20, seed=2).test}
-
-
-def test_split_by_source_refuses_impossible_sizes() -> None:
-    with pytest.raises(ValueError, match="unique source"):
-        split_by_source(_repeated_corpus(10), valid=5, test=5)
-    with pytest.raises(ValueError, match="fraction"):
-        split_by_source(_repeated_corpus(10), valid=1.5)
+    assert a == split_disjoint(pairs, valid=20, test=20, seed=1)
+    assert {p.src for p in a.test} != {p.src for p in split_disjoint(pairs, valid=20, test=20, seed=2).test}
 
 
 examples_strategy = st.lists(
@@ -211,8 +195,10 @@ def test_tatoeba_split_has_no_leak() -> None:
     folder = SHARED_DATA / "tatoeba-kor-eng"
     pairs = read_parallel(folder / "kor-eng.en", folder / "kor-eng.ko")
     assert len(pairs) == 5749
-    train, valid, test = split_by_source(pairs, valid=0.05, test=0.05, seed=0)
-    assert not {p.src for p in train} & {p.src for p in test}
+    train, valid, test = split_disjoint(pairs, valid=287, test=287, seed=0)
+    held_out = valid + test
+    assert not {p.src for p in train} & {p.src for p in held_out}
+    assert not {p.tgt for p in train} & {p.tgt for p in held_out}
     assert len(train) + len(valid) + len(test) == 5749
 
 

@@ -14,6 +14,8 @@ from visformer.classroom import jobs
 from visformer.classroom.hosting import HostedLimits
 from visformer.cli import build_parser
 from visformer.cli import build_trainer as cli_trainer
+from visformer.cli.train import run_spec
+from visformer.data import Pair
 from visformer.training import Trainer
 
 
@@ -60,3 +62,44 @@ def test_a_task_is_split_one_way() -> None:
     assert (train, valid) == recipes.split_task("reverse", 300, 30, seed=5)
     prepared = recipes.prepare_data(recipes.TaskSource("reverse", 300, 30), seed=5)
     assert [ex.src for ex in prepared.valid] == [ex.src for ex in valid]
+
+
+def paraphrased_corpus() -> list[Pair]:
+    """60 meanings, each said three ways (three sources, one target): the paraphrases share their target."""
+    words = "cat dog bird fish cow horse fox owl bee ant".split()
+    colours = "red blue green gold grey pink".split()
+    pairs = []
+    for w in words:
+        for c in colours:
+            target = f"the {c} {w}"
+            pairs += [Pair(f"{c} {w}", target), Pair(f"a {c} {w}", target), Pair(f"one {c} {w} here", target)]
+    return pairs
+
+
+def assert_held_out_is_unseen(train: list[Pair], held_out: list[Pair]) -> None:
+    """No source and no target of a held-out pair occurs in training."""
+    assert held_out
+    assert not {p.src for p in held_out} & {p.src for p in train}
+    assert not {p.tgt for p in held_out} & {p.tgt for p in train}
+
+
+def test_the_train_page_holds_out_no_paraphrase_of_a_training_sentence() -> None:
+    source = recipes.PairsSource("para", tuple(paraphrased_corpus()), vocab_size=300, valid=12, test=6)
+    prepared = recipes.prepare_data(source, seed=1)
+    assert_held_out_is_unseen(prepared.train, prepared.valid + prepared.test)
+    assert len(prepared.train) + len(prepared.valid) + len(prepared.test) == len(source.pairs)
+
+
+def test_train_corpus_without_valid_holds_out_no_paraphrase(tmp_path: Path) -> None:
+    pairs = paraphrased_corpus()
+    (tmp_path / "c.src").write_text("".join(p.src + "\n" for p in pairs), encoding="utf-8")
+    (tmp_path / "c.tgt").write_text("".join(p.tgt + "\n" for p in pairs), encoding="utf-8")
+    args = build_parser().parse_args(
+        ["train", "--corpus", str(tmp_path / "c.src"), str(tmp_path / "c.tgt"), "--out", str(tmp_path / "x"),
+         "--vocab-size", "300", "--seed", "2"]
+    )  # fmt: skip
+    trainer, test = cli_trainer(args)
+    train, valid, held_out_test = recipes.split_data(run_spec(args).source, seed=2)  # the split it trained on
+    assert [p.src for p in trainer.valid_examples] == [p.src for p in valid] and test == held_out_test
+    assert len(trainer.train_pairs) == len(train)
+    assert_held_out_is_unseen(train, valid + test)

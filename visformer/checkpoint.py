@@ -35,7 +35,7 @@ from torch import Tensor
 from .config import ModelConfig, TrainConfig
 from .i18n import Text, TextError
 from .model import AttentionMaps, Transformer
-from .models import attention_layers, build_model
+from .models import Model, attention_layers, build_model
 from .records import Snapshot
 from .tasks import TASKS
 
@@ -65,7 +65,7 @@ class Checkpoint:
 
     name: str
     path: Path
-    model: Transformer
+    model: Model  # whatever the config's architecture builds (models.build_model)
     model_config: ModelConfig
     train_config: TrainConfig | None
     src_tokenizer: Any
@@ -122,7 +122,7 @@ def hardware_info() -> dict[str, Any]:
     return info
 
 
-def _unique_state(model: Transformer, half: bool) -> dict[str, Tensor]:
+def _unique_state(model: Model, half: bool) -> dict[str, Tensor]:
     """State dict with tied weights stored once (safetensors refuses shared storage)."""
     seen: set[int] = set()
     state = {}
@@ -172,7 +172,7 @@ def _same_tokenizer(a: Any, b: Any) -> bool:
 
 def _write_folder(
     folder: Path,
-    model: Transformer,
+    model: Model,
     src_tokenizer: Any,
     tgt_tokenizer: Any,
     train_config: TrainConfig | None,
@@ -211,7 +211,7 @@ def _write_folder(
 
 def save_checkpoint(
     path: str | os.PathLike,
-    model: Transformer,
+    model: Model,
     src_tokenizer: Any,
     tgt_tokenizer: Any,
     *,
@@ -343,15 +343,18 @@ def _check_model_fields(folder: Path, model: dict[str, Any]) -> None:
             raise _schema_error(folder, f"model.{f.name}", kind, value)
 
 
-def read_config(folder: str | os.PathLike) -> dict[str, Any]:
+def read_config(folder: str | os.PathLike, schema: bool = True) -> dict[str, Any]:
     """config.json checked against the checkpoint schema (format, version, keys, the kind of every value).
 
-    The one reader of a checkpoint's config: loading, importing and the app's model cards all go through it.
+    The one reader of a checkpoint's config: loading, importing, the app's model cards and the CLI's --out
+    check all go through it. schema=False checks only that it is a visformer checkpoint's config (its format).
     """
     folder = Path(folder)
     config = _read_json(folder / CONFIG_FILE)
     if not isinstance(config, dict) or config.get("format") != FORMAT:
         raise CheckpointError("error.ckpt_not_config", folder=folder.name)
+    if not schema:
+        return config
     unknown = sorted(set(config) - CONFIG_KEYS)
     if unknown:
         raise CheckpointError("error.ckpt_unknown_keys", folder=folder.name, keys=", ".join(unknown))
@@ -400,7 +403,7 @@ def _load_tokenizers(folder: Path, layout: str) -> tuple[Any, Any]:
     return one(SRC_TOKENIZER), one(TGT_TOKENIZER)
 
 
-def _load_weights(folder: Path, model: Transformer) -> None:
+def _load_weights(folder: Path, model: Model) -> None:
     """Copy safetensors weights into the model, checking names and shapes."""
     tensors = _read_safetensors(folder / WEIGHTS_FILE)
     state = model.state_dict()

@@ -1,4 +1,4 @@
-"""Parallel corpora: reading, length filtering, splitting by source sentence, token-budget batching."""
+"""Parallel corpora: reading, length filtering, held-out splits that share no sentence, token-budget batching."""
 
 from __future__ import annotations
 
@@ -95,34 +95,6 @@ def filter_by_length(
 ) -> list[P]:
     """Keep pairs whose source and target both have min_len..max_len units (words by default)."""
     return [p for p in pairs if min_len <= length(p.src) <= max_len and min_len <= length(p.tgt) <= max_len]
-
-
-def _count(share: float | int, total: int, name: str) -> int:
-    """A split size given as a fraction (0 <= x < 1) or a count (int >= 1)."""
-    if isinstance(share, float) and 0 <= share < 1:
-        return round(share * total)
-    if isinstance(share, int) and share >= 0:
-        return share
-    raise ValueError(f"{name} must be a fraction in [0, 1) or a count >= 0, got {share!r}")
-
-
-def split_by_source(
-    pairs: Sequence[Pair], valid: float | int = 0.05, test: float | int = 0.05, seed: int = 0
-) -> Splits:
-    """Deterministic split by unique source sentence: all translations of a sentence go to one split."""
-    sources = sorted({p.src for p in pairs})
-    n_valid, n_test = _count(valid, len(sources), "valid"), _count(test, len(sources), "test")
-    if n_valid + n_test >= len(sources):
-        raise ValueError(
-            f"valid ({n_valid}) + test ({n_test}) would take all {len(sources)} unique source sentences"
-        )
-    # order by a seeded hash: independent of input order and of Python's hash randomisation
-    ranked = sorted(sources, key=lambda s: hashlib.sha256(f"{seed}\t{s}".encode()).digest())
-    where = {s: "test" for s in ranked[:n_test]} | {s: "valid" for s in ranked[n_test : n_test + n_valid]}
-    out: dict[str, list[Pair]] = {"train": [], "valid": [], "test": []}
-    for p in pairs:
-        out[where.get(p.src, "train")].append(p)
-    return Splits(out["train"], out["valid"], out["test"])
 
 
 def _components(keys: Sequence[Sequence[str]]) -> list[int]:

@@ -97,7 +97,7 @@ def tatoeba(code: str, lang: str, language: str) -> Corpus:
     return Corpus(
         name=f"tatoeba-{prefix}",
         description=f"Tatoeba English–{language} sentence pairs via manythings.org/anki (no splits: "
-        "use split_by_source).",
+        "use data.split_disjoint).",
         license="CC BY 2.0 FR; credit Tatoeba (tatoeba.org) via manythings.org/anki.",
         langs=("en", lang),
         splits={"all": (f"{prefix}.en", f"{prefix}.{lang}")},

@@ -10,8 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import torch
+
 from .config import ModelConfig, TrainConfig
-from .data import Pair, filter_by_length, split_by_source
+from .data import Pair, filter_by_length, split_disjoint
+from .models import build_model
+from .training import Trainer
 
 # ---------------------------------------------------------------------------------------------
 # Model sizes
@@ -86,13 +90,22 @@ class TaskSource:
 
 @dataclass(frozen=True)
 class PairsSource:
-    """Sentence pairs from an uploaded or on-disk corpus; a joint SentencePiece vocabulary is trained."""
+    """Sentence pairs (an upload, a corpus on disk, `train --corpus`); SentencePiece is trained on the train split.
+
+    Held-out pairs share no source and no target sentence with training (`data.split_disjoint`).
+    """
 
     name: str
     pairs: tuple[Pair, ...]
     vocab_size: int = 1000
     max_words: int = 40  # longer pairs are dropped
-    valid: int = 200  # validation sentences held out
+    valid: int | float = 200  # validation pairs held out: a count (at most a tenth of the pairs) or a share
+    test: int | float = 0  # test pairs held out, the same way
+    valid_pairs: tuple[Pair, ...] = ()  # given validation pairs: then none are held out for validation
+    test_pairs: tuple[Pair, ...] = ()  # given test pairs: then none are held out for testing
+    separate_vocab: bool = False  # one vocabulary per language instead of a joint one
+    model_type: str = "bpe"  # SentencePiece model: bpe or unigram
+    tokenizer_threads: int | None = 1  # SentencePiece training threads (None: up to 4)
 
     @property
     def label(self) -> str:
@@ -184,7 +197,7 @@ def toy_spec(name: str, task: str = "reverse", steps: int = 3000, seed: int = 0)
 
 @dataclass
 class Prepared:
-    """Data, tokenizers and task of a run, ready for a Trainer."""
+    """Data, tokenizers and task of a run, ready for a Trainer (test: pairs scored after training)."""
 
     train: list[Any]
     valid: list[Any]
@@ -192,33 +205,79 @@ class Prepared:
     tgt_tokenizer: Any
     task: str | None
     info: dict[str, Any] = field(default_factory=dict)
+    test: list[Any] = field(default_factory=list)
 
 
-def prepare_data(source: DataSource, seed: int = 0) -> Prepared:
-    """Examples and tokenizers for a task (symbol vocabulary) or a corpus (joint SentencePiece)."""
+def _held_out(size: int | float, n_sources: int) -> int:
+    """Pairs to hold out: a share of the distinct sources, or a count capped at a tenth of them (at least 1)."""
+    if isinstance(size, float):
+        return round(size * n_sources)
+    return min(size, max(1, n_sources // 10))
+
+
+def split_data(source: DataSource, seed: int = 0) -> tuple[list[Any], list[Any], list[Any]]:
+    """The one split of a run's data: (train, valid, test); held-out pairs share no sentence with training."""
     if isinstance(source, TaskSource):
-        from .tasks import task_tokenizer
-
         train, valid = split_task(source.task, source.n_train, source.n_valid, seed)
-        tok = task_tokenizer(source.task)
-        return Prepared(train, valid, tok, tok, source.task, {"examples": [ex.src for ex in valid[:4]]})
-    from .tokenizer import SentencePieceTokenizer
-
+        return train, valid, []
     pairs = filter_by_length([p for p in source.pairs if p.src and p.tgt], source.max_words)
     if len(pairs) < 2:
         raise ValueError(
             f"{source.name}: fewer than 2 usable sentence pairs (empty lines or over {source.max_words} words)"
         )
-    n_valid = min(source.valid, max(1, len({p.src for p in pairs}) // 10))
-    splits = split_by_source(pairs, valid=n_valid, test=0, seed=seed)
-    texts = [t for p in splits.train for t in (p.src, p.tgt)]
-    tok = SentencePieceTokenizer.train(texts, source.vocab_size, num_threads=1)
-    return Prepared(
-        splits.train, splits.valid, tok, tok, None, {"examples": [p.src for p in splits.valid[:4]]}
-    )
+    n_sources = len({p.src for p in pairs})
+    n_valid = 0 if source.valid_pairs else _held_out(source.valid, n_sources)
+    n_test = 0 if source.test_pairs else _held_out(source.test, n_sources)
+    train, valid, test = split_disjoint(pairs, valid=n_valid, test=n_test, seed=seed)
+    return train, list(source.valid_pairs) or valid, list(source.test_pairs) or test
+
+
+def prepare_data(source: DataSource, seed: int = 0) -> Prepared:
+    """Examples and tokenizers for a task (symbol vocabulary) or a corpus (SentencePiece on the train split)."""
+    train, valid, test = split_data(source, seed)
+    if isinstance(source, TaskSource):
+        from .tasks import task_tokenizer
+
+        tok = task_tokenizer(source.task)
+        return Prepared(train, valid, tok, tok, source.task, {"examples": [ex.src for ex in valid[:4]]})
+    from .tokenizer import SentencePieceTokenizer
+
+    def tokenizer(texts: list[str]) -> SentencePieceTokenizer:
+        return SentencePieceTokenizer.train(
+            texts, source.vocab_size, source.model_type, num_threads=source.tokenizer_threads
+        )
+
+    if source.separate_vocab:
+        src_tok, tgt_tok = tokenizer([p.src for p in train]), tokenizer([p.tgt for p in train])
+    else:
+        src_tok = tgt_tok = tokenizer([t for p in train for t in (p.src, p.tgt)])
+    info = {"examples": [p.src for p in valid[:4]]}
+    return Prepared(train, valid, src_tok, tgt_tok, None, info, test)
 
 
 def model_config(spec: RunSpec, prepared: Prepared) -> ModelConfig:
-    """The ModelConfig of a run (vocabularies from the prepared tokenizers)."""
-    src, tgt = prepared.src_tokenizer.vocab_size, prepared.tgt_tokenizer.vocab_size
-    return replace(spec.size.config(src, tgt, spec.max_len, spec.dropout), architecture=spec.architecture)
+    """The ModelConfig of a run: the spec's size on the prepared tokenizers (shared embeddings when they are one)."""
+    src, tgt = prepared.src_tokenizer, prepared.tgt_tokenizer
+    return replace(
+        spec.size.config(src.vocab_size, tgt.vocab_size, spec.max_len, spec.dropout),
+        share_embeddings=src is tgt,
+        pad_id=tgt.pad_id,
+        architecture=spec.architecture,
+    )
+
+
+def build_trainer(spec: RunSpec, prepared: Prepared, model: torch.nn.Module | None = None) -> Trainer:
+    """The one Trainer of a run: a fresh model of the spec (seeded: the same weights on every rank), or `model`
+    (a warm start or a resumed run), on the prepared data with the spec's training config."""
+    if model is None:
+        torch.manual_seed(spec.train.seed)
+        model = build_model(model_config(spec, prepared))
+    return Trainer(
+        model,
+        prepared.train,
+        prepared.valid,
+        prepared.src_tokenizer,
+        prepared.tgt_tokenizer,
+        spec.train,
+        task=prepared.task,
+    )

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from .. import recipes
 from ..checkpoint import safe_checkpoint_dir, save_trainer
 from ..config import ModelConfig
 from ..data import Pair, read_parallel, read_tsv
@@ -60,19 +61,9 @@ def check_config(config: ModelConfig, limits: HostedLimits) -> int:
 
 
 def build_trainer(spec: RunSpec, limits: HostedLimits, prepared: Prepared) -> Trainer:
-    """A Trainer for the spec, with the model size, steps, wall time and threads held to the limits."""
-    config = model_config(spec, prepared)
-    check_config(config, limits)
-    train_config = bounded_train_config(spec.train, limits)
-    return Trainer(
-        build_model(config),
-        prepared.train,
-        prepared.valid,
-        prepared.src_tokenizer,
-        prepared.tgt_tokenizer,
-        train_config,
-        task=prepared.task,
-    )
+    """recipes.build_trainer with the model size, steps, wall time and threads held to the limits."""
+    check_config(model_config(spec, prepared), limits)
+    return recipes.build_trainer(replace(spec, train=bounded_train_config(spec.train, limits)), prepared)
 
 
 # ---------------------------------------------------------------------------------------------
