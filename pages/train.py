@@ -16,8 +16,8 @@ from visformer.classroom import catalogue, jobs
 from visformer.classroom.hosting import BusyError, HostedLimits
 from visformer.classroom.inputs import checkpoint_name, parse_uploaded_parallel, parse_uploaded_tsv
 from visformer.config import TrainConfig
+from visformer.corpora import DATA_ENV, data_roots
 from visformer.data import Pair
-from visformer.download import DATA_ENV, SHARED_DATA
 from visformer.explain import training as tfig
 from visformer.explain import views as sup
 from visformer.tasks import TASKS
@@ -69,14 +69,6 @@ def shown(key_of: Callable[[str], str]) -> Callable[[str], str]:
     """A format_func that shows an option in this run's language (fixed now: AppTest calls it after the run)."""
     lang = session.lang()
     return lambda option: i18n.t(key_of(option), lang)
-
-
-def data_roots() -> list[Path]:
-    """Folders searched for corpora on disk: $VISFORMER_DATA, then ../shared/data."""
-    import os
-
-    roots = [Path(os.environ[DATA_ENV])] if os.environ.get(DATA_ENV) else []
-    return [*roots, SHARED_DATA]
 
 
 @st.cache_data(max_entries=4, show_spinner=False)

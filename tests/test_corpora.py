@@ -149,12 +149,15 @@ def _tiny_mix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Pa
         (own / "mine" / f"{split}.en").write_text(
             "".join(f"Mine {split} {i}.\n" for i in range(k)), encoding="utf-8"
         )
+    for key, folder, license in (("c", "c", "test"), ("mine", "mine", "MIT"), ("mono", "mono.en", "test")):
+        info = corpora.CorpusInfo(key, key, {folder: ("ko", "en")}, license, "tests", "https://example.org")
+        monkeypatch.setitem(corpora.CORPORA, key, info)  # every corpus of a mix is in the registry
     mix = corpora.Mix(
         name="tiny-bt", src_lang="ko", tgt_lang="en",
-        sources=(corpora.Source("c", "c/x.ko", "c/x.en", "test", repeat=2),),
+        sources=(corpora.Source("c", "c/x.ko", "c/x.en", repeat=2),),
         test_from="c", n_test=5, n_valid=5,
-        own=(corpora.OwnCorpus("mine", "mine", "MIT", repeat=3),),
-        back_translation=corpora.BackTranslation("mono", ("mono.en",), "test", tag="<bt>"),
+        own=(corpora.OwnCorpus("mine", "mine", repeat=3),),
+        back_translation=corpora.BackTranslation("mono", ("mono.en",), tag="<bt>"),
         typing=corpora.Typing(drop_final=0.5, drop_space=0.5),
         real_repeat=2,
     )  # fmt: skip
@@ -236,3 +239,27 @@ def test_shipped_ko_en_bt_mix_holds_out_its_own_test_set(tmp_path: Path, fake_ba
     for split in ("valid", "test"):
         assert not set(_read(tmp_path / f"{split}.en")) & train_tgt
     assert manifest["back_translation"]["pairs"] > 100_000
+
+
+def test_every_corpus_of_every_mix_is_in_the_registry_with_its_licence() -> None:
+    from visformer.corpora import CORPORA, corpus_of
+
+    for mix in MIXES.values():
+        for source in mix.sources:
+            assert source.license == corpus_of(source.src).license == corpus_of(source.tgt).license
+        assert all(own.license == corpus_of(own.folder).license for own in mix.own)
+    assert MIXES["ko-en"].sources[0].license == CORPORA["kss"].license == "CC BY-NC-SA 4.0"
+    assert MIXES["ko-en-bt"].back_translation.license.startswith(CORPORA["tatoeba"].license)
+    with pytest.raises(ValueError, match="no corpus in the registry"):
+        corpus_of("somewhere-else/x.en")
+
+
+def test_the_readme_credits_every_corpus_under_the_registry_licence() -> None:
+    from visformer.corpora import CORPORA
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    credits = readme.split("## Data credits", 1)[1].split("\n## ", 1)[0]
+    bullets = {b.split("**")[1]: " ".join(b.split()) for b in credits.split("\n- ")[1:]}
+    assert set(bullets) == {c.name for c in CORPORA.values()}
+    for corpus in CORPORA.values():
+        assert corpus.license in bullets[corpus.name], corpus.name

@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
-import gzip
-import hashlib
-import json
 import random
-import zipfile
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,15 +19,6 @@ from visformer.data import (
     read_parallel,
     read_tsv,
     split_disjoint,
-)
-from visformer.download import (
-    CORPORA,
-    DownloadError,
-    download_corpus,
-    fetch_url,
-    find_local_corpus,
-    is_complete,
-    read_corpus,
 )
 from visformer.tasks import make_examples, task_tokenizer
 
@@ -200,85 +185,3 @@ def test_tatoeba_split_has_no_leak() -> None:
     assert not {p.src for p in train} & {p.src for p in held_out}
     assert not {p.tgt for p in train} & {p.tgt for p in held_out}
     assert len(train) + len(valid) + len(test) == 5749
-
-
-# ---- public downloads, exercised offline ----------------------------------------------------------
-
-
-def _serve_from(files: dict[str, bytes]) -> Callable[[str, Path], None]:
-    """A fetch function that answers URLs from memory (no network) and records what was asked."""
-
-    def fetch(url: str, dest: Path) -> None:
-        fetch.calls.append(url)  # type: ignore[attr-defined]
-        dest.write_bytes(files[url])
-
-    fetch.calls = []  # type: ignore[attr-defined]
-    return fetch
-
-
-def _tiny_multi30k(lines: int = 3) -> dict[str, bytes]:
-    """Fake gzipped Multi30k files keyed by their real URLs."""
-    return {
-        d.url: gzip.compress("".join(f"{d.target} line {i}\n" for i in range(lines)).encode())
-        for d in CORPORA["multi30k"].downloads
-    }
-
-
-def test_download_refuses_checksum_mismatch(tmp_path: Path) -> None:
-    fetch = _serve_from(_tiny_multi30k())
-    with pytest.raises(DownloadError, match="checksum mismatch"):
-        download_corpus("multi30k", tmp_path, fetch=fetch)
-    assert not (tmp_path / "multi30k").exists()
-
-
-def test_download_gz_with_pinned_checksums_and_cache(tmp_path: Path) -> None:
-    served = _tiny_multi30k()
-    base = CORPORA["multi30k"]
-    sums = {d.target: hashlib.sha256(gzip.decompress(served[d.url])).hexdigest() for d in base.downloads}
-    corpus = dataclasses.replace(base, sha256=sums)
-    fetch = _serve_from(served)
-    folder = download_corpus(corpus, tmp_path, fetch=fetch)
-    assert (folder / "val.de").read_text() == "val.de line 0\nval.de line 1\nval.de line 2\n"
-    assert json.loads((folder / "MANIFEST.json").read_text())["sha256"] == sums
-    assert len(fetch.calls) == 6
-    download_corpus(corpus, tmp_path, fetch=fetch)  # verified cache: no second download
-    assert len(fetch.calls) == 6
-
-
-def test_download_tatoeba_zip_over_file_url(tmp_path: Path) -> None:
-    archive = tmp_path / "kor-eng.zip"
-    with zipfile.ZipFile(archive, "w") as z:
-        z.writestr("kor.txt", "Go.\t가.\tCC-BY #1\nHi.\t안녕.\tCC-BY #2\n")
-        z.writestr("_about.txt", "terms")
-    base = CORPORA["tatoeba-kor-eng"]
-    corpus = dataclasses.replace(
-        base, downloads=(dataclasses.replace(base.downloads[0], url=archive.as_uri()),)
-    )
-    folder = download_corpus(corpus, tmp_path / "cache")
-    assert (folder / "kor-eng.ko").read_text(encoding="utf-8") == "가.\n안녕.\n"
-    assert (folder / "kor-eng.attribution.txt").is_file()
-    pairs = read_parallel(folder / "kor-eng.ko", folder / "kor-eng.en")
-    assert pairs == [Pair("가.", "Go."), Pair("안녕.", "Hi.")]
-
-
-def test_download_offline_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(DownloadError, match="could not download"):
-        fetch_url((tmp_path / "nothing-here.gz").as_uri(), tmp_path / "out")
-
-
-def test_download_urls_point_at_the_public_sources() -> None:
-    urls = [d.url for c in CORPORA.values() for d in c.downloads]
-    assert "https://github.com/multi30k/dataset/raw/master/data/task1/raw/train.en.gz" in urls
-    assert "https://www.manythings.org/anki/kor-eng.zip" in urls
-    with pytest.raises(ValueError, match="unknown corpus"):
-        download_corpus("wmt14", fetch=_serve_from({}))
-
-
-@pytest.mark.skipif(not (SHARED_DATA / "multi30k").is_dir(), reason="shared Multi30k copy not present")
-def test_local_multi30k_matches_the_pinned_checksums(tmp_path: Path) -> None:
-    folder = find_local_corpus("multi30k")
-    assert folder is not None and is_complete("multi30k", folder)
-    served = {d.url: gzip.compress((folder / d.target).read_bytes()) for d in CORPORA["multi30k"].downloads}
-    downloaded = download_corpus("multi30k", tmp_path, fetch=_serve_from(served))
-    assert len(read_parallel(downloaded / "val.en", downloaded / "val.de")) == 1014
-    assert len(read_corpus("multi30k", "test", cache_dir=tmp_path, download=False)) == 1000

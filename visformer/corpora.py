@@ -1,14 +1,17 @@
-"""The corpus mixes behind the shipped translation models, built from a data folder with held-out splits.
+"""The corpora visformer knows (licence, credit, where they live) and the mixes behind the shipped models.
 
-`python -m visformer prepare --mix ko-en --data ../shared/data --out runs/ko-en-data` writes
-train/valid/test files (line-aligned) and a manifest. Held-out pairs share no source, no target and no
-paraphrase group with training, so a test score is never a memory of a training sentence.
+`CORPORA` is the one registry of corpora: their folders and languages, licence, credit and URL; the app's
+credits, the model cards, `prepare`'s manifest and the README's credits all read it. The mixes
+(`python -m visformer prepare --mix ko-en --data ../shared/data --out runs/ko-en-data`) write train/valid/test
+files (line-aligned) and a manifest. Held-out pairs share no source, no target and no paraphrase group with
+training, so a test score is never a memory of a training sentence.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -19,6 +22,81 @@ from .data import Pair, augment_typing, drop_overlapping, read_parallel, split_d
 REPO_CORPORA = (
     Path(__file__).resolve().parents[1] / "corpora"
 )  # the project's own corpora (corpora/*/README.md)
+DATA_ENV = "VISFORMER_DATA"  # a folder of corpora, searched before ../shared/data
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def data_roots() -> list[Path]:
+    """Folders that hold corpora (one folder per corpus): $VISFORMER_DATA, then ../shared/data."""
+    roots = [Path(os.environ[DATA_ENV])] if os.environ.get(DATA_ENV) else []
+    return [*roots, SHARED_DATA]
+
+
+# ---------------------------------------------------------------------------------------------
+# The registry: every corpus, its licence and credit
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CorpusInfo:
+    """A corpus: its folders (in a data root, or corpora/ for the project's own) and languages, licence, credit."""
+
+    key: str
+    name: str
+    folders: dict[str, tuple[str, str]]  # folder -> its two languages
+    license: str
+    credit: str  # who made it, as the README cites it
+    url: str
+
+
+CORPORA: dict[str, CorpusInfo] = {
+    c.key: c
+    for c in (
+        CorpusInfo(
+            "multi30k", "Multi30k", {"multi30k": ("en", "de")}, "research/education",
+            "Elliott, Frank, Sima'an, Specia (2016), Multi30K, Proc. 5th Workshop on Vision and Language, "
+            "doi:10.18653/v1/W16-3210 (from Flickr30K)", "https://github.com/multi30k/dataset",
+        ),
+        CorpusInfo(
+            "tatoeba", "Tatoeba",
+            {"tatoeba-deu-eng": ("en", "de"), "tatoeba-kor-eng": ("ko", "en"), "tatoeba-fra-eng": ("fr", "en")},
+            "CC BY 2.0 FR", "tatoeba.org and its contributors, via manythings.org/anki", "https://tatoeba.org",
+        ),
+        CorpusInfo(
+            "kss", "KSS", {"kss-ko-en": ("ko", "en")}, "CC BY-NC-SA 4.0",
+            "Kyubyong Park (2018), KSS Dataset, with the author's English translations",
+            "https://www.kaggle.com/datasets/bryanpark/korean-single-speaker-speech-dataset",
+        ),
+        CorpusInfo(
+            "stylekqc", "StyleKQC", {"stylekqc-ko-en": ("ko", "en")}, "CC BY-SA 4.0",
+            "Won Ik Cho et al. (2021); English from kosp2e (Cho et al., Interspeech 2021)",
+            "https://github.com/cynthia/stylekqc",
+        ),
+        CorpusInfo(
+            "korean_eval", "Korean–English evaluation sets", {"korean-parallel-corpora": ("ko", "en")},
+            "CC BY-SA 3.0", "Park, Hong, Cha (2016), Korean Language Resources for Everyone, PACLIC 30",
+            "https://github.com/jungyeul/korean-parallel-corpora",
+        ),
+        CorpusInfo(
+            "students", "students-ko-en", {"students-ko-en": ("ko", "en")}, "MIT",
+            "written for visformer by the project", "corpora/students-ko-en/README.md",
+        ),
+    )
+}  # fmt: skip
+
+
+def corpus_of(folder: str) -> CorpusInfo:
+    """The registry entry of a corpus folder (a path inside it, such as "kss-ko-en/kss.ko", works too)."""
+    top = Path(folder).parts[0]
+    for info in CORPORA.values():
+        if top in info.folders:
+            return info
+    raise ValueError(f"no corpus in the registry has the folder {top!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# The mixes
+# ---------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -28,9 +106,13 @@ class Source:
     name: str
     src: str
     tgt: str
-    license: str
     repeat: int = 1  # times the training pairs are repeated (upsampling a small in-domain corpus)
     groups: str | None = None  # meta TSV whose first column names a paraphrase group as GROUP_K
+
+    @property
+    def license(self) -> str:
+        """The corpus's licence (from the registry)."""
+        return corpus_of(self.src).license
 
 
 @dataclass(frozen=True)
@@ -39,8 +121,12 @@ class OwnCorpus:
 
     name: str
     folder: str  # relative to the project's corpora folder
-    license: str
     repeat: int = 1
+
+    @property
+    def license(self) -> str:
+        """The corpus's licence (from the registry)."""
+        return corpus_of(self.folder).license
 
 
 @dataclass(frozen=True)
@@ -53,9 +139,14 @@ class BackTranslation:
 
     name: str
     files: tuple[str, ...]  # target-language text files in the data folder (one sentence a line)
-    license: str
     tag: str = "<bt>"
     max_words: int = 30
+
+    @property
+    def license(self) -> str:
+        """The licence of the target-language files (from the registry); the synthetic sources add none."""
+        names = dict.fromkeys(corpus_of(f).license for f in self.files)
+        return f"{'; '.join(names)} (target side); sources made by the back-translator"
 
 
 @dataclass(frozen=True)
@@ -93,12 +184,9 @@ MIXES: dict[str, Mix] = {
         src_lang="en",
         tgt_lang="de",
         sources=(
-            Source("multi30k", "multi30k/train.en", "multi30k/train.de", "research/education", repeat=2),
+            Source("multi30k", "multi30k/train.en", "multi30k/train.de", repeat=2),
             Source(
-                "tatoeba-deu-eng",
-                "tatoeba-deu-eng/tatoeba-deu-eng.en",
-                "tatoeba-deu-eng/tatoeba-deu-eng.de",
-                "CC BY 2.0 FR",
+                "tatoeba-deu-eng", "tatoeba-deu-eng/tatoeba-deu-eng.en", "tatoeba-deu-eng/tatoeba-deu-eng.de"
             ),
         ),
         test_from="tatoeba-deu-eng",
@@ -117,17 +205,14 @@ MIXES: dict[str, Mix] = {
         src_lang="ko",
         tgt_lang="en",
         sources=(
-            Source("kss-ko-en", "kss-ko-en/kss.ko", "kss-ko-en/kss.en", "CC BY-NC-SA 4.0"),
+            Source("kss-ko-en", "kss-ko-en/kss.ko", "kss-ko-en/kss.en"),
             Source(
                 "stylekqc-ko-en",
                 "stylekqc-ko-en/stylekqc.ko",
                 "stylekqc-ko-en/stylekqc.en",
-                "CC BY-SA 4.0",
                 groups="stylekqc-ko-en/stylekqc.meta.tsv",
             ),
-            Source(
-                "tatoeba-kor-eng", "tatoeba-kor-eng/kor-eng.ko", "tatoeba-kor-eng/kor-eng.en", "CC BY 2.0 FR"
-            ),
+            Source("tatoeba-kor-eng", "tatoeba-kor-eng/kor-eng.ko", "tatoeba-kor-eng/kor-eng.en"),
         ),
         test_from="kss-ko-en",
         n_test=1000,
@@ -146,20 +231,15 @@ MIXES["ko-en-bt"] = Mix(
     name="ko-en-bt",
     src_lang="ko",
     tgt_lang="en",
-    sources=tuple(
-        Source(s.name, s.src, s.tgt, s.license, repeat=3 if s.name == "kss-ko-en" else 1, groups=s.groups)
-        for s in MIXES["ko-en"].sources
-    ),
+    sources=tuple(replace(s, repeat=3 if s.name == "kss-ko-en" else 1) for s in MIXES["ko-en"].sources),
     test_from="kss-ko-en",
     n_test=1000,
     n_valid=600,
     exclude=MIXES["ko-en"].exclude,
     evals=MIXES["ko-en"].evals,
-    own=(OwnCorpus("students-ko-en", "students-ko-en", "MIT (the project's own)", repeat=10),),
+    own=(OwnCorpus("students-ko-en", "students-ko-en", repeat=10),),
     back_translation=BackTranslation(
-        "tatoeba-eng-bt",
-        ("tatoeba-deu-eng/tatoeba-deu-eng.en", "tatoeba-fra-eng/fra-eng.en"),
-        "CC BY 2.0 FR (English side); synthetic Korean by the back-translator",
+        "tatoeba-eng-bt", ("tatoeba-deu-eng/tatoeba-deu-eng.en", "tatoeba-fra-eng/fra-eng.en")
     ),
     typing=Typing(),
     real_repeat=2,
@@ -176,11 +256,6 @@ def _groups(data: Path, source: Source, n: int) -> list[str | None]:
     if len(rows) != n:
         raise ValueError(f"{source.groups} has {len(rows)} rows for {n} pairs")
     return [f"{source.name}:{row.split(chr(9))[0].split('_')[0]}" for row in rows]
-
-
-def _clean(pairs: list[Pair]) -> list[Pair]:
-    """Drop pairs with an empty side."""
-    return [p for p in pairs if p.src and p.tgt]
 
 
 def _sha256(path: Path) -> str:

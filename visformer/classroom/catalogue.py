@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import corpora
 from ..checkpoint import CheckpointError, list_checkpoints, read_config
 from ..models import SEQ2SEQ_ARCHITECTURES, architecture_of
 
@@ -87,43 +88,24 @@ CARD_FILE = "card.json"  # optional, next to config.json: bilingual text a check
 
 
 @dataclass(frozen=True)
-class Corpus:
-    """A corpus the app credits: its name, citation, licence, and the words that reveal it in a checkpoint's info."""
+class Corpus(corpora.CorpusInfo):
+    """A corpus the app credits: its registry entry (name, licence, credit, URL) and how a checkpoint reveals it."""
 
-    key: str  # also the i18n suffix of its short description (frame.corpus.KEY)
-    name: str
-    credit: str  # who made it, as the README cites it
-    license: str
-    url: str
-    marks: tuple[str, ...]  # lower-case fragments of a data path or mix name that mean "trained on this"
-    terms: str  # i18n suffix (frame.terms.TERMS) saying what the licence asks of a model trained on it
+    marks: tuple[str, ...] = ()  # lower-case fragments of a data path or mix name that mean "trained on this"
+    terms: str = ""  # i18n suffix (frame.terms.TERMS) saying what the licence asks of a model trained on it
 
 
-CORPORA: tuple[Corpus, ...] = (
-    Corpus(
-        "multi30k", "Multi30k", "Elliott, Frank, Sima'an, Specia (2016), Multi30K, Proc. 5th Workshop on Vision "
-        "and Language, doi:10.18653/v1/W16-3210 (from Flickr30K)", "research/education",
-        "https://github.com/multi30k/dataset", ("multi30k", "mix:en-de", "en-de-data"), "research",
-    ),
-    Corpus(
-        "tatoeba", "Tatoeba", "tatoeba.org and its contributors, via manythings.org/anki", "CC BY 2.0 FR",
-        "https://tatoeba.org", ("tatoeba", "mix:en-de", "en-de-data", "mix:ko-en", "ko-en-data"), "by",
-    ),
-    Corpus(
-        "kss", "KSS", "Kyubyong Park (2018), KSS Dataset, with the author's English translations",
-        "CC BY-NC-SA 4.0", "https://www.kaggle.com/datasets/bryanpark/korean-single-speaker-speech-dataset",
-        ("kss", "ko-en-data", "mix:ko-en"), "by_nc_sa",
-    ),
-    Corpus(
-        "stylekqc", "StyleKQC", "Won Ik Cho et al. (2021); English from kosp2e (Cho et al., Interspeech 2021)",
-        "CC BY-SA 4.0", "https://github.com/cynthia/stylekqc", ("stylekqc", "ko-en-data", "mix:ko-en"), "by_sa",
-    ),
-    Corpus(
-        "korean_eval", "Korean–English evaluation sets (news, JHE)",
-        "Park, Hong, Cha (2016), Korean Language Resources for Everyone, PACLIC 30", "CC BY-SA 3.0",
-        "https://github.com/jungyeul/korean-parallel-corpora", ("korean-parallel-corpora", "jhe"), "eval_only",
-    ),
-)  # fmt: skip
+_CREDITED = {  # registry key -> (marks, terms) of the corpora behind the shipped models
+    "multi30k": (("multi30k", "mix:en-de", "en-de-data"), "research"),
+    "tatoeba": (("tatoeba", "mix:en-de", "en-de-data", "mix:ko-en", "ko-en-data"), "by"),
+    "kss": (("kss", "ko-en-data", "mix:ko-en"), "by_nc_sa"),
+    "stylekqc": (("stylekqc", "ko-en-data", "mix:ko-en"), "by_sa"),
+    "korean_eval": (("korean-parallel-corpora", "jhe"), "eval_only"),
+}
+CORPORA: tuple[Corpus, ...] = tuple(
+    Corpus(**vars(corpora.CORPORA[key]), marks=marks, terms=terms)
+    for key, (marks, terms) in _CREDITED.items()
+)
 CORPUS = {c.key: c for c in CORPORA}
 
 
