@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -86,15 +85,6 @@ class ModelConfig:
         """Build from a dict, refusing unknown keys with a clear message."""
         return _from_dict(cls, data)
 
-    def to_json(self) -> str:
-        """Serialise to JSON."""
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> ModelConfig:
-        """Parse from JSON."""
-        return cls.from_dict(json.loads(text))
-
 
 def _from_dict(cls: type, data: dict[str, Any]):
     """Construct dataclass `cls` from `data`, naming unknown or mistyped keys."""
@@ -160,12 +150,3 @@ class TrainConfig:
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
         """Build from a dict, refusing unknown keys with a clear message."""
         return _from_dict(cls, data)
-
-    def to_json(self) -> str:
-        """Serialise to JSON."""
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> TrainConfig:
-        """Parse from JSON."""
-        return cls.from_dict(json.loads(text))
