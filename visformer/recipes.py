@@ -128,6 +128,11 @@ class RunSpec:
     dropout: float = 0.1
     architecture: str = "transformer"  # ModelConfig.architecture: or rnn-none, rnn-bahdanau, rnn-luong
 
+    def config(self, src_vocab: int, tgt_vocab: int, shared: bool = True, pad_id: int = 0) -> ModelConfig:
+        """The run's ModelConfig for these vocabularies (`shared`: one tokenizer, so shared embeddings)."""
+        config = self.size.config(src_vocab, tgt_vocab, self.max_len, self.dropout)
+        return replace(config, share_embeddings=shared, pad_id=pad_id, architecture=self.architecture)
+
 
 @dataclass(frozen=True)
 class Recipe:
@@ -256,14 +261,9 @@ def prepare_data(source: DataSource, seed: int = 0) -> Prepared:
 
 
 def model_config(spec: RunSpec, prepared: Prepared) -> ModelConfig:
-    """The ModelConfig of a run: the spec's size on the prepared tokenizers (shared embeddings when they are one)."""
+    """The ModelConfig of a run on the prepared tokenizers."""
     src, tgt = prepared.src_tokenizer, prepared.tgt_tokenizer
-    return replace(
-        spec.size.config(src.vocab_size, tgt.vocab_size, spec.max_len, spec.dropout),
-        share_embeddings=src is tgt,
-        pad_id=tgt.pad_id,
-        architecture=spec.architecture,
-    )
+    return spec.config(src.vocab_size, tgt.vocab_size, shared=src is tgt, pad_id=tgt.pad_id)
 
 
 def build_trainer(spec: RunSpec, prepared: Prepared, model: torch.nn.Module | None = None) -> Trainer:

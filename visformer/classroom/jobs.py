@@ -42,10 +42,7 @@ log = logging.getLogger(__name__)
 def check_spec(spec: RunSpec, limits: HostedLimits, vocab_size: int) -> int:
     """Refuse a run beyond the limits before anything heavy starts; returns the model's parameter count."""
     bounded_train_config(spec.train, limits)
-    config = replace(
-        spec.size.config(vocab_size, vocab_size, spec.max_len, spec.dropout), architecture=spec.architecture
-    )
-    return check_config(config, limits)
+    return check_config(spec.config(vocab_size, vocab_size), limits)
 
 
 def check_config(config: ModelConfig, limits: HostedLimits) -> int:
