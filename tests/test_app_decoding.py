@@ -200,16 +200,16 @@ def test_invalid_decoding_parameters_fall_back(env) -> None:  # noqa: F811 (fixt
 
 def test_greedy_and_the_samplers_share_one_decoding_batch(page, monkeypatch) -> None:
     """A comparison decodes greedy and every sampler together: one batched decoding, a row per strategy."""
-    import visformer.decoding
+    import visformer.decoding.registry
 
     calls: list[int] = []
-    original = visformer.decoding._generate
+    original = visformer.decoding.registry._generate
 
     def counting(model, src, *args, **kwargs):
         calls.append(src.shape[0])
         return original(model, src, *args, **kwargs)
 
-    monkeypatch.setattr(visformer.decoding, "_generate", counting)
+    monkeypatch.setattr(visformer.decoding.registry, "_generate", counting)
     at = page.run()
     at.multiselect(key="dec_strategies").set_value(["greedy", "temperature", "top-k", "top-p", "beam"]).run()
     calls.clear()

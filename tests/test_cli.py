@@ -60,11 +60,13 @@ def test_evaluate_takes_the_decoding_precision(
     reverse_ckpt: Path, tmp_path: Path, capsys, monkeypatch
 ) -> None:
     """--precision reaches the decoder: bf16 autocast (forced here) and fp32 both score, and say which ran."""
-    from visformer import decoding
+    from visformer.decoding import search
 
     seen = []
-    real = decoding.precision_context
-    monkeypatch.setattr(decoding, "precision_context", lambda m, p="auto": seen.append(p) or real(m, p))
+    real = search.decoding_dtype
+    monkeypatch.setattr(
+        search, "decoding_dtype", lambda c, n, d, p="auto": seen.append(p) or real(c, n, d, p)
+    )
     examples = make_examples("reverse", 4, seed=7)
     (tmp_path / "src.txt").write_text("\n".join(ex.src for ex in examples) + "\n")
     (tmp_path / "ref.txt").write_text("\n".join(ex.tgt for ex in examples) + "\n")

@@ -496,30 +496,35 @@ def test_decoding_runs_in_bf16_where_training_would(monkeypatch, d_model, native
     assert not precision_context(model, "fp32")._enabled
 
 
-def test_bf16_and_fp32_decoding_agree_on_the_shipped_model(monkeypatch) -> None:
-    """The default bf16 decoding (where native) picks the tokens fp32 picks for the app's examples."""
+@pytest.mark.parametrize("name", ["multi30k-en-de", "en-de"])
+def test_bf16_and_fp32_decoding_agree_on_the_shipped_models(monkeypatch, name: str) -> None:
+    """bf16 decoding picks the tokens of the reference path (bf16 autocast) for the app's examples, and fp32's
+    for all but at most one (multi30k-en-de, trained on image captions, rambles on a lecture sentence)."""
     from pathlib import Path
 
     from visformer import utils
     from visformer.checkpoint import load_checkpoint
-    from visformer.decoding import translate
+    from visformer.decoding import reference_decoding, translate
+    from visformer.explain.examples import EXAMPLES, LECTURE_EXAMPLES
 
-    path = Path(__file__).resolve().parents[1] / "checkpoints" / "multi30k-en-de"
-    if not (path / "config.json").exists():
-        pytest.skip("no shipped multi30k-en-de checkpoint")
-    monkeypatch.setattr(utils, "_cpu_has_bf16", lambda: True)  # bf16 autocast runs (slowly) on any CPU
+    path = Path(__file__).resolve().parents[1] / "checkpoints" / name
+    monkeypatch.setattr(utils, "_cpu_has_bf16", lambda: True)  # bf16 runs (slowly) on any CPU
     ck = load_checkpoint(path)
-    sentences = [
-        "A man is riding a bicycle down the street.",
-        "Two dogs are playing in the snow.",
-        "The animal didn't cross the street because it was too tired.",
-        "A little girl climbs into a wooden playhouse.",
-    ]
+    sentences = EXAMPLES["en"] + LECTURE_EXAMPLES["en"]
     same, gaps = 0, []
     for text in sentences:
-        ours = translate(ck.model, ck.src_tokenizer, ck.tgt_tokenizer, text, "greedy")
+        bf16 = translate(ck.model, ck.src_tokenizer, ck.tgt_tokenizer, text, "greedy", precision="bf16")
         fp32 = translate(ck.model, ck.src_tokenizer, ck.tgt_tokenizer, text, "greedy", precision="fp32")
-        same += ours.tgt_ids == fp32.tgt_ids
-        gaps.append(abs(ours.output.steps[0].token_prob - fp32.output.steps[0].token_prob))
+        with reference_decoding():
+            reference = translate(
+                ck.model, ck.src_tokenizer, ck.tgt_tokenizer, text, "greedy", precision="fp32"
+            )
+            autocast = translate(
+                ck.model, ck.src_tokenizer, ck.tgt_tokenizer, text, "greedy", precision="bf16"
+            )
+        assert fp32.tgt_ids == reference.tgt_ids
+        assert bf16.tgt_ids == autocast.tgt_ids
+        same += bf16.tgt_ids == fp32.tgt_ids
+        gaps.append(abs(bf16.output.steps[0].token_prob - fp32.output.steps[0].token_prob))
     assert same >= len(sentences) - 1
     assert 0 < max(gaps) < 0.02  # bf16 did run (the numbers moved), and moved them little

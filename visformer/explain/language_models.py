@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..decoding import draw, filter_distribution
+from ..decoding import draw, filter_distribution, forbid_tokens
 from ..models.lm import CausalLM, MaskedLM, generate
 from ..tokenizer import Tokenizer
 from .kinds import future_mask
@@ -176,14 +176,12 @@ def continue_text(
 
     def allowed(logits: Tensor) -> Tensor:
         """logits (B, V) with the forbidden pieces at -inf, then chosen."""
-        logits = logits.clone()
-        logits[:, forbidden] = -torch.inf
-        return choose(logits)
+        return choose(forbid_tokens(logits.clone(), forbidden))
 
     new, logits = generate(
         model, torch.tensor([prompt], device=_device(model)), max_new, tok.eos_id, choose=allowed
     )
-    logits[..., forbidden] = -torch.inf
+    forbid_tokens(logits, forbidden)
     probs = torch.softmax(logits[0].float(), dim=-1)  # (N, V)
     steps = []
     for t, token in enumerate(new[0].tolist()):

@@ -1,0 +1,389 @@
+"""The strategies: greedy, sampling and beam search over one decoding loop with the key/value cache."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from ..model import Encoded, HeadMask, KVCache, Transformer
+from ..tokenizer import BOS_ID, EOS_ID
+from ..utils import autocast_dtype
+from .fast import FastDecoder, decoding_dtype, fast_path_applies, fast_weights
+from .filters import Filtered, apply_temperature, draw, filter_distribution, length_penalty, top_p_filter
+from .trace import _STEP_FIELDS, BeamNode, DecodeResult, Hypothesis, Output, Step, _output, _record
+
+EXTRA_TARGET_TOKENS = 50  # default max length = source length + 50 (paper, section 6.1)
+N_CANDIDATES = 10  # candidates per step kept in the trace
+
+
+def forbid_tokens(logits: Tensor, ids: Sequence[int]) -> Tensor:
+    """Make tokens `ids` impossible in logits (..., V), in place (callers pass a fresh tensor)."""
+    logits[..., list(ids)] = -math.inf
+    return logits
+
+
+def _length_limits(src: Tensor, pad_id: int, max_len: int | None, model_max_len: int) -> Tensor:
+    """Per-sentence limit on generated tokens (B,): max_len or source length + 50, capped by the model."""
+    if max_len is not None and max_len < 1:
+        raise ValueError(f"max_len must be at least 1, got {max_len}")
+    src_len = (src != pad_id).sum(dim=1).cpu()  # (B,) tokens + eos
+    limits = src_len + EXTRA_TARGET_TOKENS if max_len is None else torch.full_like(src_len, max_len)
+    return limits.clamp(max=model_max_len)
+
+
+class ReferenceDecoder:
+    """`model.decode` with its KVCache (torch.cat per step): any model, head masks, the modules as written."""
+
+    def __init__(self, model: Transformer, encoded: Encoded, head_mask: HeadMask | None) -> None:
+        self.model, self.encoded, self.head_mask = model, encoded, head_mask
+        self.cache: KVCache = model.new_cache()
+
+    def step(self, tokens: Tensor) -> Tensor:
+        """Logits (A, V) in fp32 for one new token per row, tokens (A,)."""
+        out = self.model.decode(tokens[:, None], self.encoded, cache=self.cache, head_mask=self.head_mask)
+        return out.logits[:, -1].float()
+
+    def keep(self, rows: Tensor) -> None:
+        """Keep batch rows `rows` of the encoder output and the cache (drop finished, reorder beams)."""
+        self.cache.reorder(rows)
+        enc = self.encoded
+        self.encoded = Encoded(enc.memory.index_select(0, rows), enc.src_mask.index_select(0, rows), [])
+
+
+@contextmanager
+def decoder(
+    model: Transformer,
+    src: Tensor,
+    *,
+    max_steps: int,
+    head_mask: HeadMask | None = None,
+    precision: str = "auto",
+    rows: Tensor | None = None,
+) -> Iterator[FastDecoder | ReferenceDecoder]:
+    """Encode src (B, S) and hand out a decoder of rows `rows` (default: each sentence once) for `max_steps`.
+
+    The fast step on prepared weights where it applies (a Transformer in eval mode without a head mask),
+    else `model.decode` under one autocast region for encode and every step (bf16 weight copies made once).
+    """
+    n_rows = src.shape[0] if rows is None else len(rows)
+    if fast_path_applies(model, head_mask):
+        dtypes = decoding_dtype(model.config, n_rows, src.device, precision)
+        with precision_context(model, "bf16" if dtypes.layers == torch.bfloat16 else "fp32"):
+            encoded = model.encode(src)
+        dec = FastDecoder(fast_weights(model, dtypes), encoded, max_steps)
+        if rows is not None:
+            dec.keep(rows)
+        yield dec
+        return
+    with precision_context(model, precision):
+        encoded = model.encode(src, head_mask=head_mask)
+        if rows is not None:
+            encoded = Encoded(encoded.memory[rows], encoded.src_mask[rows], [])
+        yield ReferenceDecoder(model, encoded, head_mask)
+
+
+def _check_src(model: Transformer, src: Tensor) -> None:
+    """Refuse inputs the model cannot encode, with a readable message."""
+    if src.dim() != 2 or src.shape[1] == 0:
+        raise ValueError(f"src must be a (batch, length) tensor of token ids, got shape {tuple(src.shape)}")
+    if src.shape[1] > model.config.max_len:
+        raise ValueError(
+            f"source of {src.shape[1]} tokens exceeds the model's max_len {model.config.max_len}"
+        )
+
+
+Chooser = Callable[
+    [Tensor, Tensor], tuple[Tensor, Filtered]
+]  # logits (A, V), rows (A,) -> token (A,), filtered
+
+
+def precision_context(model: Transformer, precision: str = "auto") -> torch.autocast:
+    """bf16 autocast for a Transformer where `precision` resolves to it (utils.autocast_dtype), else a no-op.
+
+    "auto" decodes the shipped-size models in bf16 on CPUs with native bf16 (as they were trained): about half
+    the time of fp32 (bench/RESULTS.md, Generation vs Hugging Face Marian). Log-probabilities stay fp32.
+    """
+    device = next(model.parameters()).device
+    transformer = model.config.architecture == "transformer"
+    dtype = autocast_dtype(precision, device, model.config.d_model) if transformer else None
+    return torch.autocast(device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None)
+
+
+def _generate(
+    model: Transformer,
+    src: Tensor,
+    choose: Chooser,
+    *,
+    max_len: int | None,
+    bos_id: int,
+    eos_id: int,
+    head_mask: HeadMask | None,
+    n_candidates: int,
+    precision: str = "auto",
+) -> list[Output]:
+    """Token-by-token decoding with the cache; finished sentences leave the batch."""
+    _check_src(model, src)
+    pad_id = model.config.pad_id
+    limits = _length_limits(src, pad_id, max_len, model.config.max_len)  # (B,)
+    batch = src.shape[0]
+    steps = int(limits.max())
+    with decoder(model, src, max_steps=steps, head_mask=head_mask, precision=precision) as dec:
+        rows = torch.arange(batch)  # original sentence of each active row
+        tokens = torch.full((batch,), bos_id, dtype=torch.long, device=src.device)  # (A,)
+        running = torch.zeros(batch, device=src.device)  # (A,) log P so far
+        recs = [{name: [] for name in _STEP_FIELDS} for _ in range(batch)]
+        for t in range(1, steps + 1):
+            logits = forbid_tokens(dec.step(tokens), (pad_id, bos_id))  # (A, V) fp32
+            log_probs = torch.log_softmax(logits, dim=-1)  # (A, V)
+            token, filtered = choose(logits, rows)  # (A,)
+            running += log_probs.gather(1, token[:, None]).squeeze(1)
+            _record(recs, rows, token, log_probs, filtered, running, n_candidates)
+            done = (token == eos_id).cpu() | (t >= limits[rows])  # (A,)
+            if done.all():
+                break
+            if done.any():
+                keep = (~done).nonzero().squeeze(1)
+                rows = rows[keep]
+                keep = keep.to(src.device)
+                dec.keep(keep)
+                token, running = token[keep], running[keep]
+            tokens = token
+    return [_output(rec, eos_id) for rec in recs]
+
+
+def _choose_greedy(logits: Tensor, rows: Tensor | None = None) -> tuple[Tensor, Filtered]:
+    """The most probable token of each row of logits (A, V) (ties: the lower id), as a one-token filter."""
+    token = logits.argmax(dim=-1)  # (A,) first maximum
+    kept = torch.zeros_like(logits, dtype=torch.bool).scatter_(1, token[:, None], True)
+    return token, Filtered(kept.to(logits.dtype), kept)
+
+
+def _sampling_generator(
+    temperature: float, top_k: int, top_p: float, seed: int | None, device: torch.device
+) -> tuple[torch.Generator, int]:
+    """Check the sampling parameters (clear errors) and make the seeded generator: (generator, seed)."""
+    apply_temperature(torch.zeros(1), temperature)  # fail early and clearly on temperature <= 0
+    if top_k < 0:
+        raise ValueError(f"top_k must be >= 0 (0 switches it off), got {top_k}")
+    top_p_filter(torch.zeros(1), top_p)  # validates p
+    generator = torch.Generator(device=device)
+    seed = generator.seed() if seed is None else seed
+    generator.manual_seed(seed)
+    return generator, seed
+
+
+@torch.no_grad()
+def greedy(
+    model: Transformer,
+    src: Tensor,
+    *,
+    max_len: int | None = None,
+    bos_id: int = BOS_ID,
+    eos_id: int = EOS_ID,
+    head_mask: HeadMask | None = None,
+    n_candidates: int = N_CANDIDATES,
+    precision: str = "auto",
+) -> DecodeResult:
+    """Pick the most probable token at every step (ties: the lower id) for each sentence of src (B, S)."""
+
+    outputs = _generate(
+        model, src, _choose_greedy, max_len=max_len, bos_id=bos_id, eos_id=eos_id, head_mask=head_mask,
+        n_candidates=n_candidates, precision=precision,
+    )  # fmt: skip
+    return DecodeResult("greedy", {"max_len": max_len}, outputs)
+
+
+@torch.no_grad()
+def sample(
+    model: Transformer,
+    src: Tensor,
+    *,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    seed: int | None = None,
+    max_len: int | None = None,
+    bos_id: int = BOS_ID,
+    eos_id: int = EOS_ID,
+    head_mask: HeadMask | None = None,
+    n_candidates: int = N_CANDIDATES,
+    precision: str = "auto",
+) -> DecodeResult:
+    """Draw each token from the filtered distribution (temperature → top-k → top-p); a seed repeats it."""
+    generator, seed = _sampling_generator(temperature, top_k, top_p, seed, src.device)
+
+    def choose(logits: Tensor, rows: Tensor) -> tuple[Tensor, Filtered]:
+        filtered = filter_distribution(logits, temperature, top_k, top_p)
+        return draw(filtered.probs, generator), filtered
+
+    outputs = _generate(
+        model, src, choose, max_len=max_len, bos_id=bos_id, eos_id=eos_id, head_mask=head_mask,
+        n_candidates=n_candidates, precision=precision,
+    )  # fmt: skip
+    params = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "seed": seed, "max_len": max_len}
+    return DecodeResult("sample", params, outputs)
+
+
+@dataclass
+class _BeamRecord:
+    """Bookkeeping of one sentence during beam search."""
+
+    limit: int
+    finished: list[Hypothesis] = field(default_factory=list)
+    tree: list[list[BeamNode]] = field(default_factory=list)
+    offers: list[tuple[list, list]] = field(default_factory=list)  # per step: top ids, probs per slot
+
+
+@torch.no_grad()
+def beam_search(
+    model: Transformer,
+    src: Tensor,
+    *,
+    beam_size: int = 4,
+    alpha: float = 0.6,
+    n_best: int | None = None,
+    max_len: int | None = None,
+    bos_id: int = BOS_ID,
+    eos_id: int = EOS_ID,
+    head_mask: HeadMask | None = None,
+    n_candidates: int = N_CANDIDATES,
+    precision: str = "auto",
+) -> DecodeResult:
+    """Keep the beam_size most probable hypotheses; rank finished ones by log P / ((5+|Y|)/6)^alpha.
+
+    Each step every live beam is extended by every token and the beam_size best extensions (by log P;
+    they all have the same length) survive. Survivors ending in eos are set aside as finished while
+    the others continue. A sentence is done when no live beam is left, when beam_size hypotheses have
+    finished and none of the live ones can still beat the worst of them (log P only falls as tokens
+    are added), or at the length limit, where the live beams are kept as unfinished hypotheses.
+    With beam_size 1 this is greedy decoding.
+    """
+    if beam_size < 1:
+        raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+    if alpha < 0:
+        raise ValueError(f"alpha must be >= 0, got {alpha}")
+    _check_src(model, src)
+    n_best = beam_size if n_best is None else n_best
+    k, pad_id, device = beam_size, model.config.pad_id, src.device
+    limits = _length_limits(src, pad_id, max_len, model.config.max_len).tolist()
+    records = [_BeamRecord(limit) for limit in limits]
+    expand = torch.arange(src.shape[0], device=device).repeat_interleave(k)  # (B*K,) sentence of each row
+    with decoder(
+        model, src, max_steps=max(limits), head_mask=head_mask, precision=precision, rows=expand
+    ) as dec:
+        active = list(range(src.shape[0]))  # sentences still searching
+        scores = torch.full((len(active), k), -math.inf, device=device)  # (A, K) log P of live beams
+        scores[:, 0] = 0.0  # one root [bos]; the other slots start dead
+        seqs = torch.empty(len(active), k, 0, dtype=torch.long, device=device)  # (A, K, t)
+        tokens = torch.full((len(active) * k,), bos_id, dtype=torch.long, device=device)  # (A*K,)
+        for t in range(1, max(limits) + 1):
+            log_probs = torch.log_softmax(
+                forbid_tokens(dec.step(tokens), (pad_id, bos_id)), dim=-1
+            )  # (A*K, V)
+            vocab = log_probs.shape[-1]
+            log_probs = log_probs.view(len(active), k, vocab)  # (A, K, V)
+            extended = scores[:, :, None] + log_probs  # (A, K, V)
+            top_scores, flat = extended.view(len(active), k * vocab).topk(k, dim=-1)  # (A, K)
+            parent, token = flat // vocab, flat % vocab
+            seqs = torch.cat(
+                [seqs.gather(1, parent[:, :, None].expand(-1, -1, t - 1)), token[:, :, None]], dim=2
+            )
+            offer_logp, offer_i = log_probs.topk(min(n_candidates, vocab), dim=-1)  # (A, K, n)
+            offer_p = offer_logp.exp()
+            scores = _beam_step(
+                records, active, t, alpha, eos_id, top_scores, parent, token, seqs, offer_i, offer_p
+            )
+            done = _beams_done(records, active, t, alpha, k, scores)
+            if all(done):
+                break
+            keep = torch.tensor([a for a, d in enumerate(done) if not d], device=device)
+            rows = (keep[:, None] * k + parent[keep]).view(-1)  # (A'*K,) parent rows of the survivors
+            dec.keep(rows)
+            active = [active[a] for a in keep.tolist()]
+            scores, seqs, tokens = scores[keep], seqs[keep], token[keep].view(-1)
+    outputs = [_beam_output(rec, n_best, eos_id) for rec in records]
+    return DecodeResult("beam", {"beam_size": beam_size, "alpha": alpha, "max_len": max_len}, outputs)
+
+
+def _beam_step(
+    records: list[_BeamRecord],
+    active: list[int],
+    t: int,
+    alpha: float,
+    eos_id: int,
+    top_scores: Tensor,
+    parent: Tensor,
+    token: Tensor,
+    seqs: Tensor,
+    offer_i: Tensor,
+    offer_p: Tensor,
+) -> Tensor:
+    """Record step t's survivors in the tree, set finished ones aside; returns the live scores (A, K)."""
+    valid = torch.isfinite(top_scores)
+    final = valid & (token == eos_id)
+    last = torch.tensor([t >= records[b].limit for b in active], device=top_scores.device)[:, None]
+    lists = [x.tolist() for x in (top_scores, parent, token, valid, final | last)]
+    penalty = length_penalty(t, alpha)
+    for a, b in enumerate(active):
+        rec = records[b]
+        rec.offers.append((offer_i[a].tolist(), offer_p[a].tolist()))
+        nodes = []
+        for j, (score, par, tok, ok, ends) in enumerate(zip(*(col[a] for col in lists), strict=True)):
+            if not ok:
+                continue
+            nodes.append(BeamNode(t, j, par, tok, score, score / penalty, tok == eos_id))
+            if ends:
+                tokens = seqs[a, j].tolist()
+                rec.finished.append(Hypothesis(tokens, score, score / penalty, tok == eos_id, (t, j)))
+        rec.tree.append(nodes)
+    return top_scores.masked_fill(final | ~valid, -math.inf)
+
+
+def _beams_done(
+    records: list[_BeamRecord], active: list[int], t: int, alpha: float, k: int, scores: Tensor
+) -> list[bool]:
+    """Per active sentence: True when its search is over (see beam_search)."""
+    best_live = scores.max(dim=1).values.tolist()  # (A,) -inf when no beam is live
+    done = []
+    for a, b in enumerate(active):
+        rec = records[b]
+        if t >= rec.limit or best_live[a] == -math.inf:
+            done.append(True)
+            continue
+        # log P only falls, so a live beam's best possible score divides it by the largest penalty ahead
+        bound = best_live[a] / max(length_penalty(t + 1, alpha), length_penalty(rec.limit, alpha))
+        worst = (
+            sorted((h.score for h in rec.finished), reverse=True)[k - 1] if len(rec.finished) >= k else None
+        )
+        done.append(worst is not None and worst >= bound)
+    return done
+
+
+def _beam_output(rec: _BeamRecord, n_best: int, eos_id: int) -> Output:
+    """The n best hypotheses of one sentence, the tree, and the steps along the best one."""
+    nbest = sorted(rec.finished, key=lambda h: h.score, reverse=True)[:n_best]
+    return Output(nbest[0], _beam_path_steps(rec, nbest[0]), nbest, rec.tree)
+
+
+def _beam_path_steps(rec: _BeamRecord, hyp: Hypothesis) -> list[Step]:
+    """Steps along one hypothesis: what its parent beam offered at each step and which offers survived."""
+    step, slot = hyp.node
+    path = []
+    while step >= 1:
+        node = next(n for n in rec.tree[step - 1] if n.beam == slot)
+        path.append(node)
+        step, slot = step - 1, node.parent
+    steps = []
+    for node in reversed(path):
+        ids, probs = (x[node.parent] for x in rec.offers[node.step - 1])
+        survivors = {n.token for n in rec.tree[node.step - 1] if n.parent == node.parent}
+        kept = [i in survivors for i in ids]
+        token_prob = math.exp(node.logprob - (steps[-1].logprob if steps else 0.0))
+        filtered = [p if keep else 0.0 for p, keep in zip(probs, kept, strict=True)]
+        steps.append(Step(node.token, token_prob, node.logprob, ids, probs, filtered, kept, len(survivors)))
+    return steps
