@@ -34,7 +34,6 @@ from visformer.classroom.inputs import escape_markdown
 from visformer.explain.examples import example_sentences
 from visformer.utils import resolve_device
 
-ROOT = Path(__file__).resolve().parent
 # The tab icon 🔭 drawn the way Streamlit's frontend draws an emoji favicon (the emoji as SVG text), passed
 # as an ASCII data URL: given the emoji itself, set_page_config loads Streamlit's emoji catalogue to check
 # it, 50-350 ms of every cold start.
@@ -45,7 +44,7 @@ FAVICON = "data:image/svg+xml," + quote(
 
 @dataclass(frozen=True)
 class PageInfo:
-    """One page of the app; pages whose file does not exist yet are left out.
+    """One page of the app.
 
     title and about are the English fallbacks: the interface shows page.STEM (or frame.page.STEM) and
     frame.about.STEM from visformer/locales when they exist (STEM: the file's name without .py).
@@ -257,7 +256,7 @@ def main() -> None:
     """Build the frame and run the chosen page."""
     st.set_page_config(page_title="visformer", page_icon=FAVICON, layout="wide")
     session.init_state()
-    pages = {p.file: p for p in PAGES if (ROOT / p.file).exists()}
+    pages = {p.file: p for p in PAGES}
     shown = [st.Page(p.file, title=page_title(p), icon=p.icon) for p in pages.values()]
     nav = st.navigation(shown)
     here = next(

@@ -316,6 +316,7 @@ def _opus_interactions(section: Section, ckpt, repeats: int) -> None:
     from visformer.decoding import run_strategies, translate
     from visformer.explain import attention as fg
     from visformer.explain import views as sup
+    from visformer.explain.decoding import DEFAULT_STRATEGIES
 
     model, src_tok, tgt_tok = ckpt.model, ckpt.src_tokenizer, ckpt.tgt_tokenizer
     times: dict[str, list[float]] = {}
@@ -334,7 +335,7 @@ def _opus_interactions(section: Section, ckpt, repeats: int) -> None:
             time.perf_counter() - start
         )
         src = torch.tensor([result.src_ids])
-        runs = [(name, {"max_len": 20}) for name in sup.DEFAULT_STRATEGIES]
+        runs = [(name, {"max_len": 20}) for name in DEFAULT_STRATEGIES]
         start = time.perf_counter()
         run_strategies(model, src, runs, bos_id=tgt_tok.bos_id, eos_id=tgt_tok.eos_id)
         times.setdefault("decoding comparison (greedy, beam 4, 3 samplers)", []).append(

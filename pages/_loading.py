@@ -24,10 +24,10 @@ from visformer.classroom.hosting import HostedLimits, load_limits, sweep_leftove
 from visformer.classroom.inputs import InputError, clean_sentence, escape_markdown, fit_to_model
 from visformer.data import token_room
 from visformer.explain import analysis as an
-from visformer.explain import kinds
 from visformer.explain import views as sup
 from visformer.explain.examples import SCRIPT_LANGS, example_sentences, script_mismatch
 from visformer.model import HeadMask
+from visformer.models import attention_layers
 from visformer.utils import resolve_device
 
 log = logging.getLogger(__name__)
@@ -177,7 +177,7 @@ def _head_mask(ck: Checkpoint, codes: tuple[str, ...]) -> HeadMask | None:
     """A HeadMask with the coded heads off (None when every head is on)."""
     if not codes:
         return None
-    rows = sup.head_mask_rows(codes, kinds.layer_counts(ck.model_config), ck.model_config.n_heads)
+    rows = sup.head_mask_rows(codes, attention_layers(ck.model_config), ck.model_config.n_heads)
     device = next(ck.model.parameters()).device
     return HeadMask(**{kind: torch.from_numpy(r).to(device) for kind, r in rows.items()})
 

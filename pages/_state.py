@@ -13,10 +13,10 @@ from typing import NoReturn
 
 import streamlit as st
 
+from pages import _views as schema
 from visformer import i18n
 from visformer.classroom import catalogue
 from visformer.classroom.inputs import error_markdown, escape_markdown, hide_paths
-from visformer.explain import views as sup
 
 PERSIST = "session"  # widget values outlive page switches
 
@@ -49,7 +49,7 @@ def init_state() -> None:
     """
     state = st.session_state
     if "_view_loaded" not in state:
-        for name, value in sup.parse_view(st.query_params.to_dict()).items():
+        for name, value in schema.parse_view(st.query_params.to_dict()).items():
             state[name] = list(value) if isinstance(value, tuple) else value
         state["_view_loaded"] = True
         state["_examples"] = []
@@ -59,14 +59,14 @@ def init_state() -> None:
 def sync_url(keys: list[str]) -> None:
     """Write the current view (`checkpoint`, a chosen language, `keys`) into the URL so a link restores it."""
     chosen = ["lang"] if st.session_state.get("_lang_pinned") else []
-    wanted = sup.url_params(st.session_state, ["checkpoint", *chosen, *keys])
+    wanted = schema.url_params(st.session_state, ["checkpoint", *chosen, *keys])
     if st.query_params.to_dict() != wanted:
         st.query_params.from_dict(wanted)
 
 
 def clamp_state(key: str, lo: int, hi: int) -> None:
     """Keep an integer widget value inside the range this checkpoint allows."""
-    st.session_state[key] = sup.clamp(st.session_state.get(key, lo), lo, hi)
+    st.session_state[key] = schema.clamp(st.session_state.get(key, lo), lo, hi)
 
 
 def session_id() -> str:

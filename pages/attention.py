@@ -8,7 +8,9 @@ import streamlit as st
 
 from pages import _loading as loading
 from pages import _state as session
+from pages import _views as schema
 from pages import _widgets as widgets
+from visformer.architectures import Family, architecture
 from visformer.classroom import catalogue
 from visformer.classroom.inputs import escape_markdown
 from visformer.explain import analysis as an
@@ -17,21 +19,12 @@ from visformer.explain import comparison as cmp
 from visformer.explain import kinds
 from visformer.explain import views as sup
 from visformer.explain.style import escape
+from visformer.models import attention_layers
 from visformer.tokenizer import BOS_ID
 
 session.ensure_frame()
 
-WORD_TAB = "Follow a word"
-TABS = tuple(dict.fromkeys((*sup.ATTENTION_TABS, WORD_TAB)))  # URL values (English), shown translated
-TAB_TEXT = {
-    "One head": "one",
-    "All heads": "all",
-    "Step through generation": "steps",
-    "Head statistics": "stats",
-    "Ablation": "ablation",
-    "Inside one head": "inside",
-    WORD_TAB: "word",
-}
+TABS = schema.ATTENTION_TABS  # ids (URL values); labels attention.tab.ID in the session's language
 SIDE_BY_SIDE = (
     10  # Inside one head: up to this many tokens its three steps stand side by side, else one below the other
 )
@@ -190,13 +183,13 @@ def _auto_again() -> None:
 
 
 def open_tabs() -> dict:
-    """The page's tabs, labelled in the session's language; `tab` in the state holds the URL value (English).
+    """The page's tabs, labelled in the session's language; `tab` in the state holds the tab's id (URL value).
 
     A click changes the widget's label (`_attn_tab_ui`); a link, a test or another page changes `tab`:
     whichever changed since the last run wins.
     """
     state = st.session_state
-    shown = {tab: tr(f"tab.{TAB_TEXT[tab]}") for tab in TABS}
+    shown = {tab: tr(f"tab.{tab}") for tab in TABS}
     back = {label: tab for tab, label in shown.items()}
     if state.get("tab") not in TABS:
         state["tab"] = TABS[0]
@@ -569,7 +562,7 @@ def main() -> None:
         )
     try:
         sentence = loading.fitted_sentence(ck, state["sentence"])
-        if ck.model_config.architecture != "transformer":
+        if architecture(ck.model_config.architecture).family is Family.RNN:
             recurrent_section(key, sentence)
             session.sync_url(KEYS)
             return
@@ -584,7 +577,7 @@ def main() -> None:
     if start != BOS_ID:  # an imported Marian model starts from <pad>, where the texts say <s>
         st.caption(session.tr("marian.start_token", piece=ck.tgt_tokenizer.pieces([start])[0]))
 
-    sizes = kinds.layer_counts(ck.model_config)
+    sizes = attention_layers(ck.model_config)
     n_heads = ck.model_config.n_heads
     c1, c2, c3 = st.columns([2, 1, 1])
     kind = c1.radio(
@@ -601,13 +594,13 @@ def main() -> None:
     tabs = open_tabs()
     n_keys = len(view.labels(kind)[1])
     sections = {
-        "One head": lambda: one_head_section(key, kind, layer, head, n_keys),
-        "All heads": lambda: all_heads_section(key, kind, layer, head),
-        "Step through generation": lambda: steps_section(key, view, min(layer, sizes["cross"] - 1), head),
-        "Head statistics": lambda: statistics_section(key, ck.task),
-        "Ablation": lambda: ablation_section(key, view, sizes, n_heads, kind, layer, head),
-        "Inside one head": lambda: inside_section(key, view, kind, layer, head),
-        WORD_TAB: lambda: word_section(view),
+        "one": lambda: one_head_section(key, kind, layer, head, n_keys),
+        "all": lambda: all_heads_section(key, kind, layer, head),
+        "steps": lambda: steps_section(key, view, min(layer, sizes["cross"] - 1), head),
+        "stats": lambda: statistics_section(key, ck.task),
+        "ablation": lambda: ablation_section(key, view, sizes, n_heads, kind, layer, head),
+        "inside": lambda: inside_section(key, view, kind, layer, head),
+        "word": lambda: word_section(view),
     }
     for tab, container in tabs.items():
         with container:

@@ -9,6 +9,7 @@ import torch
 
 from pages import _loading as loading
 from pages import _state as session
+from pages import _views as schema
 from pages import _widgets as widgets
 from visformer import i18n
 from visformer.checkpoint import Checkpoint
@@ -24,10 +25,10 @@ from visformer.model import AttentionMaps
 
 session.ensure_frame()
 
-KEYS = ["sentence", *sup.DECODING_PARAMS]  # the view a link restores
-TABS = sup.DECODING_TABS  # URL values; shown through tr() (TAB_KEYS)
+KEYS = ["sentence", *schema.DECODING_PARAMS]  # the view a link restores
+TABS = schema.DECODING_TABS  # URL values; shown through tr() (TAB_KEYS)
 TAB_KEYS = dict(zip(TABS, ("decoding.tab.steps", "decoding.tab.beam", "decoding.tab.samples"), strict=True))
-SAMPLERS = list(sup.SAMPLERS)
+SAMPLERS = list(schema.SAMPLERS)
 
 # ---------------------------------------------------------------------------------------------
 # Cached decoding (keyed on checkpoint, sentence, strategy and parameters)
@@ -117,13 +118,13 @@ def param_widgets(strategy: str, limits: HostedLimits) -> None:
     st.markdown(f"**{strategy}**")
     st.caption(strategy_text(strategy))
     for p in chosen.params:
-        key = sup.decoding_param_key(strategy, p.name)
+        key = schema.decoding_param_key(strategy, p.name)
         low, high = p.low, p.high
         if p.name == "beam_size":
             high = min(high, limits.max_beam_size)
         value = st.session_state.get(key, p.default)
         st.session_state[key] = (
-            int(sup.clamp(value, low, high)) if p.is_int else min(max(float(value), low), high)
+            int(schema.clamp(value, low, high)) if p.is_int else min(max(float(value), low), high)
         )
         if p.is_int:
             st.number_input(p.name, int(low), int(high), step=int(p.step), key=key, help=param_help(p),
@@ -139,7 +140,7 @@ def params_of(strategy: str, limits: HostedLimits, drop: tuple[str, ...] = ()) -
     """The strategy's parameters from session state (defaults where unset), checked against the limits."""
     chosen = get_strategy(strategy)
     raw = {
-        name: st.session_state.get(sup.decoding_param_key(strategy, name), value)
+        name: st.session_state.get(schema.decoding_param_key(strategy, name), value)
         for name, value in chosen.defaults().items()
         if name not in drop
     }
@@ -149,7 +150,7 @@ def params_of(strategy: str, limits: HostedLimits, drop: tuple[str, ...] = ()) -
 def vary_seeds(strategies: list[str]) -> None:
     """Give each sampling strategy its own seed (0, 1, 2, …): a callback of the seed note's button."""
     for i, strategy in enumerate(s for s in strategies if s in dfig.SAMPLING):
-        st.session_state[sup.decoding_param_key(strategy, "seed")] = i
+        st.session_state[schema.decoding_param_key(strategy, "seed")] = i
 
 
 # ---------------------------------------------------------------------------------------------
@@ -237,7 +238,7 @@ def samples_section(key: tuple, sentence: str, selected: list[str], limits: Host
     strategy = c1.selectbox(
         session.tr("decoding.sampler"), SAMPLERS, key="dec_sampler", persist_state=session.PERSIST
     )
-    state["dec_n"] = sup.clamp(state.get("dec_n", 10), 2, limits.max_samples)
+    state["dec_n"] = schema.clamp(state.get("dec_n", 10), 2, limits.max_samples)
     n = c2.slider(
         session.tr("decoding.n_samples"), 2, limits.max_samples, key="dec_n", persist_state=session.PERSIST
     )

@@ -6,6 +6,7 @@ import streamlit as st
 
 from pages import _loading as loading
 from pages import _state as session
+from pages import _views as schema
 from pages import _widgets as widgets
 from visformer.checkpoint import CheckpointError, safe_checkpoint_dir
 from visformer.classroom import catalogue
@@ -13,15 +14,15 @@ from visformer.classroom.inputs import clean_sentence, escape_markdown
 from visformer.explain import analysis as an
 from visformer.explain import attention as figs
 from visformer.explain import language_models as lms
-from visformer.explain import views as sup
 
 session.ensure_frame()
 tr = session.tr
 
-ENCODER, DECODER = "lm-encoder-en", "lm-decoder-en"  # shipped checkpoints (visformer.models.lm_recipe)
+ENCODER, DECODER = "lm-encoder-en", "lm-decoder-en"  # shipped checkpoints (visformer.lm_recipe)
 EXAMPLE = "A little girl is [MASK] in the park with her dog."
-METRICS = sup.LM_METRICS
-KEYS = [k for k in sup.MODELS_PARAMS if k.startswith("lm_")]  # written into the URL: a link restores the view
+METRICS = schema.LM_METRICS
+# written into the URL: a link restores the view
+KEYS = [k for k in schema.MODELS_PARAMS if k.startswith("lm_")]
 
 
 def where(name: str) -> tuple[str, float]:

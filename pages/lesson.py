@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,8 +16,10 @@ import streamlit as st
 
 from pages import _loading as loading
 from pages import _state as session
+from pages import _views as schema
 from pages import _widgets as widgets
 from visformer import i18n
+from visformer.architectures import architecture
 from visformer.checkpoint import Checkpoint
 from visformer.classroom import catalogue
 from visformer.classroom.inputs import escape_markdown
@@ -33,8 +34,7 @@ from visformer.explain import training as tfig
 
 session.ensure_frame()
 
-ROOT = Path(__file__).resolve().parents[1]
-# Pages of the models around the Transformer (issue 16); a step links to them when they exist
+# Pages of the models around the Transformer (issue 16) that steps link to
 RNN_PAGE, WHY_PAGE, LM_PAGE = (
     "pages/rnn_vs_transformer.py",
     "pages/why_self_attention.py",
@@ -166,14 +166,9 @@ def ask(ctx: Context, question: ls.Question, name: str) -> bool:
 def link(ctx: Context, page: str, name: str, **view: Any) -> None:
     """A link to the full page for this topic, with the same checkpoint and sentence in its URL."""
     values = {"checkpoint": ctx.choice.key, "sentence": ctx.sentence, "lang": ctx.lang, **view}
-    params = views.url_params(values, list(values))
+    params = schema.url_params(values, list(values))
     st.page_link(page, label=ctx.t("lesson.open_page", page=ctx.t(f"lesson.page.{name}")), query_params=params,
                  icon=":material/open_in_new:")  # fmt: skip
-
-
-def page_exists(file: str) -> bool:
-    """Whether a page file is in this tree (the lesson links only to pages that exist)."""
-    return (ROOT / file).is_file()
 
 
 def axes(fig: go.Figure, ctx: Context, x: str = "", y: str = "") -> go.Figure:
@@ -204,9 +199,8 @@ def step_rnn(ctx: Context) -> None:
         titles = (ctx.t("lesson.rnn.fig_rnn"), ctx.t("lesson.rnn.fig_attention"))
         chart(ls.seq2seq_figure(view.src_pieces, view.output_pieces, cross, titles), "seq2seq")
         st.caption(ctx.t("lesson.rnn.caption"))
-    if page_exists(RNN_PAGE):
-        link(ctx, RNN_PAGE, "rnn")
-    link(ctx, "pages/attention.py", "attention", view="cross", tab="Step through generation")
+    link(ctx, RNN_PAGE, "rnn")
+    link(ctx, "pages/attention.py", "attention", view="cross", tab="steps")
 
 
 def step_embedding(ctx: Context) -> None:
@@ -307,9 +301,7 @@ def step_self_attention(ctx: Context) -> None:
                                   "lesson.self_attention.reveal", layer=layer + 1, head=head + 1)  # fmt: skip
     if ask(ctx, question, "self_attention"):
         self_attention_figures(ctx, view, layer, head, query, inside)
-    link(
-        ctx, "pages/attention.py", "attention", view="encoder", tab="Inside one head", layer=layer, head=head
-    )
+    link(ctx, "pages/attention.py", "attention", view="encoder", tab="inside", layer=layer, head=head)
 
 
 def self_attention_figures(
@@ -352,9 +344,7 @@ def step_scaled(ctx: Context) -> None:
     effect = ls.scaling_effect(inside.scores[query], d_k)
     if ask(ctx, ls.scaling_question(effect, view.src_pieces[query]), "scaled"):
         scaling_figures(ctx, view, query, effect)
-    link(
-        ctx, "pages/attention.py", "attention", view="encoder", tab="Inside one head", layer=layer, head=head
-    )
+    link(ctx, "pages/attention.py", "attention", view="encoder", tab="inside", layer=layer, head=head)
 
 
 def scaling_figures(ctx: Context, view: views.TranslationView, query: int, effect: ls.ScalingEffect) -> None:
@@ -400,7 +390,7 @@ def step_multi_head(ctx: Context) -> None:
         st.caption(
             ctx.t("lesson.multi_head.shapes", n=n, dh=dh, hdh=mh.concat.shape[1], d=mh.output.shape[1])
         )
-    link(ctx, "pages/attention.py", "attention", view="encoder", tab="All heads", layer=layer)
+    link(ctx, "pages/attention.py", "attention", view="encoder", tab="all", layer=layer)
 
 
 def step_ffn(ctx: Context) -> None:
@@ -435,8 +425,7 @@ def step_masked(ctx: Context) -> None:
         chart(fig, "masked")
         st.caption(ctx.t("lesson.masked.caption"))
     link(ctx, "pages/attention.py", "attention", view="decoder", layer=layer, head=head)
-    if page_exists(LM_PAGE):  # a decoder-only model (GPT) uses the same mask
-        link(ctx, LM_PAGE, "language_models")
+    link(ctx, LM_PAGE, "language_models")  # a decoder-only model (GPT) uses the same mask
 
 
 def step_cross(ctx: Context) -> None:
@@ -457,7 +446,7 @@ def step_cross(ctx: Context) -> None:
         "pages/attention.py",
         "attention",
         view="cross",
-        tab="Step through generation",
+        tab="steps",
         layer=layer,
         step=step,
     )
@@ -517,10 +506,7 @@ def step_why(ctx: Context) -> None:
         )
         axis = (ctx.t("lesson.axis.length"), ctx.t("lesson.axis.operations"))
         chart(ls.operations_figure(n, d, names, axis, ctx.t("lesson.why.fig", d=d)), "complexity")
-    if page_exists(WHY_PAGE):
-        link(ctx, WHY_PAGE, "why")
-    else:
-        link(ctx, "pages/attention.py", "attention", view="encoder", tab="All heads")
+    link(ctx, WHY_PAGE, "why")
 
 
 STEP_VIEWS = {
@@ -546,7 +532,7 @@ STEP_VIEWS = {
 def _move(delta: int) -> None:
     """Previous / next step."""
     state = st.session_state
-    state["lesson_step"] = views.clamp(state.get("lesson_step", 1) + delta, 1, len(ls.STEPS))
+    state["lesson_step"] = schema.clamp(state.get("lesson_step", 1) + delta, 1, len(ls.STEPS))
 
 
 def main() -> None:
@@ -560,7 +546,7 @@ def main() -> None:
         session.sync_url(KEYS)
         return
     choice, ck = loaded
-    if ck.model_config.architecture != "transformer":  # the lesson takes a Transformer apart
+    if "lesson" not in architecture(ck.model_config.architecture).pages:  # it takes a Transformer apart
         st.info(i18n.t("lesson.needs_transformer", lang, name=choice.key), icon=":material/info:")
         session.sync_url(KEYS)
         return
@@ -578,7 +564,7 @@ def main() -> None:
     ctx = Context(lang, key, choice, ck, sentence, view)
 
     n = len(ls.STEPS)
-    state["lesson_step"] = views.clamp(state.get("lesson_step", 1), 1, n)
+    state["lesson_step"] = schema.clamp(state.get("lesson_step", 1), 1, n)
     toc, body = st.columns([1, 3], gap="large")
     step = toc.radio(ctx.t("lesson.steps"), range(1, n + 1), key="lesson_step", persist_state=session.PERSIST,
                      format_func=lambda i: f"{i}. {ctx.t(f'lesson.{ls.STEPS[i - 1]}.title')}")  # fmt: skip

@@ -8,11 +8,11 @@ import streamlit as st
 
 from pages import _loading as loading
 from pages import _state as session
+from pages import _views as schema
 from pages import _widgets as widgets
 from visformer.classroom import catalogue
 from visformer.explain import analysis as an
 from visformer.explain import positional
-from visformer.explain import views as sup
 
 session.ensure_frame()
 
@@ -53,8 +53,8 @@ st.latex(
 )
 
 state = st.session_state
-state["pe_d"] = sup.clamp(sup.even(state["pe_d"]), 4, 512)
-state["pe_len"] = sup.clamp(state["pe_len"], 10, 500)
+state["pe_d"] = schema.clamp(schema.even(state["pe_d"]), 4, 512)
+state["pe_len"] = schema.clamp(state["pe_len"], 10, 500)
 left, right = st.columns(2)
 d_model = left.slider(tr("pe.d_model"), 4, 512, step=2, key="pe_d", persist_state=session.PERSIST)
 length = right.slider(tr("pe.length"), 10, 500, key="pe_len", persist_state=session.PERSIST)

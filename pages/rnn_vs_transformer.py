@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import streamlit as st
 
 from pages import _loading as loading
 from pages import _state as session
+from pages import _views as schema
 from pages import _widgets as widgets
+from visformer.architectures import Family, architecture
 from visformer.checkpoint import CheckpointError, list_checkpoints
 from visformer.classroom import catalogue
 from visformer.classroom.inputs import clean_sentence, escape_markdown
 from visformer.explain import attention as figs
 from visformer.explain import comparison as cmp
-from visformer.explain import views as sup
-from visformer.models import RNN_SCORES, architecture_of
+from visformer.models import architecture_of
 
 session.ensure_frame()
 tr = session.tr
@@ -24,8 +26,13 @@ tr = session.tr
 EXAMPLE = "m r z f q n o"  # a toy task's input
 CORPUS_EXAMPLE = "A little girl in a pink dress is climbing the stairs of a wooden house with her father."
 KEYS = [
-    k for k in sup.MODELS_PARAMS if k.startswith("cmp_")
+    k for k in schema.MODELS_PARAMS if k.startswith("cmp_")
 ]  # written into the URL: a link restores the view
+
+
+def family(folder: Path) -> Family:
+    """The family of the architecture a checkpoint folder holds."""
+    return architecture(architecture_of(folder)).family
 
 
 def pairs() -> dict[str, str]:
@@ -38,15 +45,15 @@ def pairs() -> dict[str, str]:
     folders = list_checkpoints(catalogue.checkpoint_roots()[0])
     config = {p.name: json.loads((p / "config.json").read_text(encoding="utf-8")) for p in folders}
     for p in folders:
-        if architecture_of(p) == "transformer" and config[p.name].get("task"):
+        if family(p) is Family.TRANSFORMER and config[p.name].get("task"):
             transformers.setdefault(config[p.name]["task"], p.name)
     for p in folders:
-        if architecture_of(p) not in RNN_SCORES:
+        if family(p) is not Family.RNN:
             continue
         partner = (config[p.name].get("info") or {}).get("compare_with") or transformers.get(
             config[p.name].get("task")
         )
-        if partner in config and architecture_of(catalogue.checkpoint_roots()[0] / partner) == "transformer":
+        if partner in config and family(catalogue.checkpoint_roots()[0] / partner) is Family.TRANSFORMER:
             found[p.name] = partner
     return found
 
@@ -106,7 +113,11 @@ found = pairs()
 if not found:
     st.warning(tr("models.cmp.missing"))
     session.end_page()
-names = sorted(found, key=lambda n: (architecture_of(catalogue.checkpoint_roots()[0] / n) == "rnn-none", n))
+# the RNNs with attention first, the one without last
+names = sorted(
+    found,
+    key=lambda n: (not architecture(architecture_of(catalogue.checkpoint_roots()[0] / n)).has_attention, n),
+)
 state = st.session_state
 if state.get("cmp_rnn") not in names:  # a first visit, or a link naming a model that is not here
     state["cmp_rnn"] = names[0]

@@ -7,12 +7,12 @@ import streamlit as st
 
 from pages import _loading as loading
 from pages import _state as session
+from pages import _views as schema
 from pages import _widgets as widgets
 from visformer import i18n
 from visformer.classroom import catalogue
 from visformer.explain import kinds
 from visformer.explain import training as tfig
-from visformer.explain import views as sup
 
 session.ensure_frame()
 
@@ -150,7 +150,7 @@ def main() -> None:
     if state.get("tl_step") not in steps:
         state["tl_step"] = steps[-1]
     probes = ck.snapshots[0].probes
-    state["tl_probe"] = sup.clamp(state.get("tl_probe", 0), 0, len(probes) - 1)
+    state["tl_probe"] = schema.clamp(state.get("tl_probe", 0), 0, len(probes) - 1)
     c1, c2 = st.columns([2, 1])
     probe = c1.selectbox(session.tr("timeline.probe"), range(len(probes)), key="tl_probe",
                          persist_state=session.PERSIST, format_func=lambda i: probes[i])  # fmt: skip

@@ -10,8 +10,10 @@ import streamlit as st
 
 from pages import _loading as loading
 from pages import _state as session
+from pages import _views as schema
 from pages import _widgets as widgets
 from visformer import i18n, recipes
+from visformer.architectures import DEFAULT, Family, architecture
 from visformer.classroom import catalogue, jobs
 from visformer.classroom.hosting import BusyError, HostedLimits
 from visformer.classroom.inputs import checkpoint_name, parse_uploaded_parallel, parse_uploaded_tsv
@@ -19,7 +21,6 @@ from visformer.config import TrainConfig
 from visformer.corpora import DATA_ENV, data_roots
 from visformer.data import Pair
 from visformer.explain import training as tfig
-from visformer.explain import views as sup
 from visformer.tasks import TASKS
 
 session.ensure_frame()
@@ -30,7 +31,7 @@ SOURCE_KEYS = dict(
 )
 UPLOAD_KINDS = ["Two aligned files", "One TSV file"]
 UPLOAD_KEYS = dict(zip(UPLOAD_KINDS, ("train.upload.two", "train.upload.tsv"), strict=True))
-ARCHITECTURES = list(sup.TRAIN_PARAMS["train_arch"].options)  # rnn-dot (Luong without W) is not offered
+ARCHITECTURES = list(schema.TRAIN_PARAMS["train_arch"].options)  # rnn-dot (Luong without W) is not offered
 SIZES = [*recipes.PRESETS, "custom"]
 BATCH_TOKENS = [256, 512, 1024, 2048, 4096, 8192]
 STEP_OPTIONS = [10, 20, 50, 100, 200, 300, 400, 600, 800, 1000, 1500, 2000, 3000, 5000, 10_000, 20_000]
@@ -45,7 +46,7 @@ STATE_KEYS = {
 DEFAULTS = {
     "train_source": SOURCES[0],
     "train_task": "copy",
-    "train_arch": "transformer",
+    "train_arch": DEFAULT,
     "train_upload_kind": "Two aligned files",
     "train_vocab": 1000,
     "train_size": "tiny",
@@ -116,7 +117,7 @@ def source_settings(limits: HostedLimits) -> tuple[recipes.DataSource | None, st
         st.caption(session.tr(f"train.task.{task}"))
         return recipes.TaskSource(task), task
     vocab_high = min(8000, limits.max_vocab_size)
-    st.session_state["train_vocab"] = sup.clamp(st.session_state["train_vocab"], 300, vocab_high)
+    st.session_state["train_vocab"] = schema.clamp(st.session_state["train_vocab"], 300, vocab_high)
     if kind == SOURCES[1]:
         with st.spinner(session.tr("train.reading_upload")):
             pairs, name = upload_settings(limits)
@@ -181,10 +182,10 @@ def disk_settings(limits: HostedLimits) -> tuple[list[Pair] | None, str]:
 def architecture_settings(source: recipes.DataSource | None) -> str:
     """The Transformer, or for a built-in task a GRU seq2seq without attention or with Bahdanau / Luong attention."""
     if not isinstance(source, recipes.TaskSource):
-        return "transformer"
+        return DEFAULT
     state = st.session_state
     if state.get("train_arch") not in ARCHITECTURES:
-        state["train_arch"] = "transformer"
+        state["train_arch"] = DEFAULT
     arch = st.radio(session.tr("train.arch"), ARCHITECTURES, key="train_arch", persist_state=session.PERSIST,
                     horizontal=True, format_func=shown(lambda a: f"train.arch.{a}"),
                     help=session.tr("train.arch.help"))  # fmt: skip
@@ -194,7 +195,7 @@ def architecture_settings(source: recipes.DataSource | None) -> str:
 
 def size_text(size: recipes.ModelSize, arch: str) -> str:
     """'d_model 64, 4 heads, 1+1 layers, d_ff 128' (a GRU model: d_model and layers only)."""
-    if arch == "transformer":
+    if architecture(arch).multi_head:
         return session.tr("train.size.transformer", d=size.d_model, h=size.n_heads, enc=size.n_layers,
                           dec=size.decoder_layers, ff=size.d_ff)  # fmt: skip
     return session.tr("train.size.rnn", d=size.d_model, enc=size.n_layers, dec=size.decoder_layers)
@@ -210,7 +211,8 @@ def size_settings(limits: HostedLimits, arch: str) -> recipes.ModelSize:
         st.caption(size_text(size, arch))
         return size
     c1, c2 = st.columns(2)
-    if arch == "transformer":
+    multi_head = architecture(arch).multi_head
+    if multi_head:
         heads = [h for h in (1, 2, 4, 8, 16) if h <= limits.max_heads]
         if state["train_heads"] not in heads:
             state["train_heads"] = heads[-1]
@@ -220,15 +222,15 @@ def size_settings(limits: HostedLimits, arch: str) -> recipes.ModelSize:
     else:
         h = 8  # a GRU has no heads: d_model in steps of 16, each encoder direction gets d_model / 2
     d_high = max(h * 2, min(512, limits.max_d_model) // (2 * h) * 2 * h)
-    state["train_d_model"] = sup.clamp(state["train_d_model"] // (2 * h) * (2 * h), 2 * h, d_high)
+    state["train_d_model"] = schema.clamp(state["train_d_model"] // (2 * h) * (2 * h), 2 * h, d_high)
     d_model = c2.slider("d_model", 2 * h, d_high, step=2 * h, key="train_d_model", persist_state=session.PERSIST,
-                        help=session.tr("train.d_model_help" if arch == "transformer" else "train.d_model_help_rnn"))  # fmt: skip
-    state["train_layers"] = sup.clamp(state["train_layers"], 1, min(6, limits.max_layers))
+                        help=session.tr("train.d_model_help" if multi_head else "train.d_model_help_rnn"))  # fmt: skip
+    state["train_layers"] = schema.clamp(state["train_layers"], 1, min(6, limits.max_layers))
     layers = c1.slider(session.tr("train.layers"), 1, min(6, limits.max_layers), key="train_layers",
                        persist_state=session.PERSIST)  # fmt: skip
     ff_high = min(2048, limits.max_d_ff)
-    state["train_d_ff"] = sup.clamp(state["train_d_ff"] // 16 * 16, 16, ff_high)
-    if arch != "transformer":
+    state["train_d_ff"] = schema.clamp(state["train_d_ff"] // 16 * 16, 16, ff_high)
+    if not multi_head:
         return recipes.ModelSize(d_model, 1, layers, state["train_d_ff"])  # heads and d_ff unused by a GRU
     d_ff = c2.slider("d_ff", 16, ff_high, step=16, key="train_d_ff", persist_state=session.PERSIST)
     return recipes.ModelSize(d_model, h, layers, d_ff)
@@ -391,11 +393,8 @@ def finished_view(p: jobs.Progress, spec: recipes.RunSpec) -> None:
     else:
         st.success(saved)
     c1, c2 = st.columns(2)
-    page, label = (
-        ("attention", "train.open_attention")
-        if spec.architecture == "transformer"
-        else ("decoding", "train.open_decoding")
-    )
+    page = architecture(spec.architecture).pages[0]  # the page this architecture opens on
+    label = f"train.open_{page}"
     if c1.button(session.tr(label), key="train_open", on_click=open_checkpoint, args=(key,),
                  icon=":material/grid_view:", type="primary"):  # fmt: skip
         st.switch_page(f"pages/{page}.py")
@@ -455,7 +454,7 @@ def main() -> None:
     config = schedule_settings(limits, size.d_model)
     state.setdefault("train_name", "")
     c1, c2 = st.columns([2, 1])
-    short = "" if arch == "transformer" else f"-{arch}"
+    short = "" if arch == DEFAULT else f"-{arch}"
     default = f"{default_name}{short}-{state['train_size']}"
     raw_name = c1.text_input(session.tr("train.name"), key="train_name", placeholder=default,
                              persist_state=session.PERSIST)  # fmt: skip
@@ -474,14 +473,14 @@ def main() -> None:
                  disabled=not ready):  # fmt: skip
         start(recipes.RunSpec(name, source, size, config, architecture=arch), limits, root)
         st.rerun()
-    if isinstance(source, recipes.TaskSource) and arch == "transformer":
+    if isinstance(source, recipes.TaskSource) and architecture(arch).family is Family.TRANSFORMER:
         fast_recipe(c2, source, raw_name, config.seed, limits, root, ready)
     if state.get("_train_error"):
         st.error(state.pop("_train_error"))
     st.divider()
     job = jobs.REGISTRY.get(session.session_id())
     polling = job is not None and job.active
-    session.sync_url(list(sup.TRAIN_PARAMS))
+    session.sync_url(list(schema.TRAIN_PARAMS))
     st.fragment(progress_view, run_every=POLL_SECONDS if polling else None)()
 
 

@@ -11,12 +11,15 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
+from pages import _views as schema
+from visformer import i18n
 from visformer.checkpoint import save_checkpoint
 from visformer.classroom import catalogue
 from visformer.config import ModelConfig
 from visformer.decoding import STRATEGIES
 from visformer.explain import examples as example_text
 from visformer.explain import views as sup
+from visformer.explain.decoding import DEFAULT_STRATEGIES
 from visformer.model import Transformer
 from visformer.tasks import task_tokenizer
 
@@ -24,7 +27,8 @@ APP = str(Path(__file__).resolve().parents[1] / "app.py")
 ATTENTION = "pages/attention.py"
 PE = "pages/positional_encoding.py"
 TIMEOUT = 120  # seconds per script run: generous for a shared 2-core machine, not a performance limit
-ATTENTION_TABS = list(dict.fromkeys([*sup.ATTENTION_TABS, "Follow a word"]))  # the Attention page's tabs
+ATTENTION_TABS = list(schema.ATTENTION_TABS)  # the Attention page's tabs, by id
+ATTENTION_TAB_LABELS = [i18n.t(f"attention.tab.{tab}", "en") for tab in ATTENTION_TABS]  # as shown in English
 
 # ---------------------------------------------------------------------------------------------
 # Fixtures: a tiny toy-task checkpoint (2 layers, 2 heads) in a temporary "shipped" folder
@@ -124,11 +128,11 @@ def test_attention_page_renders_translation_and_every_view(env) -> None:
     assert any("Device" in c.value for c in at.sidebar.caption)
     credits = [m.value for e in at.sidebar.expander if e.label == "Credits and terms" for m in e.markdown]
     assert any("Multi30k" in m for m in credits) and any("Tatoeba" in m for m in credits)
-    assert [t.label for t in at.tabs] == ATTENTION_TABS
+    assert [t.label for t in at.tabs] == ATTENTION_TAB_LABELS
     names = []
     for tab in ATTENTION_TABS:
         names += [title(s) for s in specs(open_tab(at, tab))]
-        assert at.query_params.get("tab", sup.ATTENTION_TABS[0]) == tab
+        assert at.query_params.get("tab", schema.ATTENTION_TABS[0]) == tab
     for expected in (
         "Cross · layer 1 · head 1",  # layers and heads counted from 1 on screen
         "mean of 2 heads",
@@ -140,7 +144,7 @@ def test_attention_page_renders_translation_and_every_view(env) -> None:
         "Encoder self-attention",
     ):
         assert any(expected in n for n in names), (expected, names)
-    grid = chart_by_title(open_tab(at, "All heads"), "Cross-attention (decoder → encoder): every layer")
+    grid = chart_by_title(open_tab(at, "all"), "Cross-attention (decoder → encoder): every layer")
     assert len([t for t in grid["data"] if t["type"] == "heatmap"]) == 2 * (2 + 1)  # layers × (heads + mean)
 
 
@@ -179,7 +183,7 @@ def test_changing_view_layer_and_head_changes_the_heatmap(env) -> None:
 
 
 def test_ablating_a_head_shows_a_new_translation_beside_the_original(env) -> None:
-    at = open_tab(run_app(sentence="a b c d", layer="0", head="0"), "Ablation")
+    at = open_tab(run_app(sentence="a b c d", layer="0", head="0"), "ablation")
     assert any(m.value.startswith("**0 heads off:**") for m in at.markdown)
     assert any("weights are still computed and drawn" in i.value for i in at.info)
     original = [title(s) for s in specs(at)]
@@ -197,7 +201,7 @@ def test_ablating_a_head_shows_a_new_translation_beside_the_original(env) -> Non
 
 
 def test_every_slider_on_the_attention_page_changes_what_is_shown(env) -> None:
-    at = open_tab(run_app(sentence="a b c d e"), "Step through generation")
+    at = open_tab(run_app(sentence="a b c d e"), "steps")
     step_before = chart_by_title(at, "Producing")
     at.select_slider(key="step").set_value(2).run()
     step_after = chart_by_title(at, "Producing")
@@ -205,11 +209,11 @@ def test_every_slider_on_the_attention_page_changes_what_is_shown(env) -> None:
         step_before
     )
     assert ":orange-background" in markdown(at, "Output:")
-    example = chart_by_title(open_tab(at, "Inside one head"), "One random query")
+    example = chart_by_title(open_tab(at, "inside"), "One random query")
     at.select_slider(key="dk").set_value(1024).run()
     assert title(chart_by_title(at, "One random query")) == "One random query, d_k = 1024"
     assert chart_by_title(at, "One random query")["data"][0]["y"] != example["data"][0]["y"]
-    open_tab(at, "Head statistics").radio(key="stat").set_value("previous").run()
+    open_tab(at, "stats").radio(key="stat").set_value("previous").run()
     assert not at.exception
     assert chart_by_title(at, "Encoder self-attention")["data"][0]["colorbar"]["title"]["text"] == "previous"
     at.radio(key="stat").set_value("alignment").run()
@@ -238,9 +242,9 @@ def test_url_parameters_restore_a_view(env) -> None:
     assert at.radio(key="view").value == "decoder"
     assert at.select_slider(key="layer").value == 1 and at.select_slider(key="head").value == 1
     assert title(chart_by_title(at, "Decoder self (masked) · layer 2 · head 2"))
-    assert open_tab(at, "Ablation").multiselect(key="ablate").value == ["d0.1"]
-    assert open_tab(at, "Inside one head").select_slider(key="dk").value == 16
-    assert open_tab(at, "Head statistics").radio(key="stat").value == "last"
+    assert open_tab(at, "ablation").multiselect(key="ablate").value == ["d0.1"]
+    assert open_tab(at, "inside").select_slider(key="dk").value == 16
+    assert open_tab(at, "stats").radio(key="stat").value == "last"
 
 
 def test_invalid_url_parameters_fall_back_to_defaults(env) -> None:
@@ -263,8 +267,8 @@ def test_invalid_url_parameters_fall_back_to_defaults(env) -> None:
     assert at.select_slider(key="head").value == 1  # clipped to the last head of this model
     assert at.multiselect(key="ablate").value == []  # e9.9 does not exist in this model
     at = run_app(tab="nonsense", dk="3")
-    assert at.session_state["tab"] == "One head"
-    assert open_tab(at, "Inside one head").select_slider(key="dk").value == 64  # 3 is not a power of two
+    assert at.session_state["tab"] == "one"
+    assert open_tab(at, "inside").select_slider(key="dk").value == 64  # 3 is not a power of two
     at = run_app(pe_d="7", pe_len="abc")
     at.switch_page(PE).run()
     assert not at.exception
@@ -352,21 +356,23 @@ def test_pe_page_url_restores_sliders_and_charts(env) -> None:
 
 
 def test_parse_view_validates_every_parameter() -> None:
-    good = sup.parse_view(
+    good = schema.parse_view(
         {"layer": "2", "view": "encoder", "ablate": "c1.0,e0.1,e0.1", "sentence": " hi\x07 "}
     )
     assert good["layer"] == 2 and good["view"] == "encoder"
     assert good["ablate"] == ("c1.0", "e0.1") and good["sentence"] == "hi"
-    bad = sup.parse_view({"layer": "x", "view": "?", "ablate": "e0", "pe_len": ["20", "5000"]})
+    bad = schema.parse_view({"layer": "x", "view": "?", "ablate": "e0", "pe_len": ["20", "5000"]})
     assert bad["layer"] == 0 and bad["view"] == "cross" and bad["ablate"] == ()
     assert bad["pe_len"] == 1000  # repeated key: the last one, clipped into range
-    assert sup.parse_view({"sentence": "x" * 3000})["sentence"] == "x" * 3000  # the page cuts it, saying so
+    assert (
+        schema.parse_view({"sentence": "x" * 3000})["sentence"] == "x" * 3000
+    )  # the page cuts it, saying so
 
 
 def test_url_params_leave_defaults_out() -> None:
-    values = sup.parse_view({})
+    values = schema.parse_view({})
     values.update(checkpoint="m", layer=3, ablate=["e0.1"])
-    assert sup.url_params(values, ["checkpoint", "sentence", "layer", "head", "ablate"]) == {
+    assert schema.url_params(values, ["checkpoint", "sentence", "layer", "head", "ablate"]) == {
         "checkpoint": "m",
         "layer": "3",
         "ablate": "e0.1",
@@ -374,7 +380,7 @@ def test_url_params_leave_defaults_out() -> None:
 
 
 def test_decoding_and_timeline_parameters_are_validated() -> None:
-    good = sup.parse_view(
+    good = schema.parse_view(
         {"dec_strategies": "top-p,beam,top-p", "dec_beam_alpha": "1.3", "dec_beam_beam_size": "99",
          "tl_average": "1", "tl_step": "12", "dec_tab": "Samples"}
     )  # fmt: skip
@@ -383,17 +389,17 @@ def test_decoding_and_timeline_parameters_are_validated() -> None:
         good["dec_beam_alpha"] == 1.3 and good["dec_beam_beam_size"] == 16
     )  # clipped to the strategy's range
     assert good["tl_average"] is True and good["tl_step"] == 12 and good["dec_tab"] == "Samples"
-    bad = sup.parse_view(
+    bad = schema.parse_view(
         {"dec_strategies": "beam,nope", "dec_beam_alpha": "nan", "dec_top-p_top_p": "inf", "tl_average": "maybe",
          "dec_tab": "Beam", "dec_seed": "1.5", "dec_step_strategy": ""}
     )  # fmt: skip
-    assert bad["dec_strategies"] == sup.DEFAULT_STRATEGIES and bad["dec_beam_alpha"] == 0.6
+    assert bad["dec_strategies"] == DEFAULT_STRATEGIES and bad["dec_beam_alpha"] == 0.6
     assert bad["dec_top-p_top_p"] == 0.9 and bad["tl_average"] is False and bad["dec_tab"] == "Step by step"
     assert bad["dec_seed"] == 0 and bad["dec_step_strategy"] == "greedy"
-    every = {sup.decoding_param_key(s.name, p.name) for s in STRATEGIES.values() for p in s.params}
-    assert every <= set(sup.VIEW_PARAMS)  # every strategy parameter can be linked
-    values = {**sup.parse_view({}), "dec_strategies": ["beam", "greedy"], "dec_beam_alpha": 0.1 + 0.2}
-    assert sup.url_params(values, ["dec_strategies", "dec_beam_alpha", "tl_average"]) == {
+    every = {schema.decoding_param_key(s.name, p.name) for s in STRATEGIES.values() for p in s.params}
+    assert every <= set(schema.VIEW_PARAMS)  # every strategy parameter can be linked
+    values = {**schema.parse_view({}), "dec_strategies": ["beam", "greedy"], "dec_beam_alpha": 0.1 + 0.2}
+    assert schema.url_params(values, ["dec_strategies", "dec_beam_alpha", "tl_average"]) == {
         "dec_strategies": "beam,greedy",  # in the order chosen (the comparison table's order)
         "dec_beam_alpha": "0.3",  # without float noise
     }

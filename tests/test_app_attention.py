@@ -68,15 +68,15 @@ def test_layers_and_heads_are_counted_from_one_on_screen_and_from_zero_in_the_ur
     assert layer.options == ["1", "2"] and layer.value == 1  # shown 2, stored 1
     assert chart_by_title(at, "Cross · layer 2 · head 1")
     assert at.query_params["layer"] == "1" and "head" not in at.query_params  # 0 is the default
-    at = open_tab(at, "Ablation")
+    at = open_tab(at, "ablation")
     options = at.multiselect(key="ablate").options
     assert "Encoder self · layer 1 · head 1" in options and not any("layer 0" in o for o in options)
-    at = open_tab(at, "Head statistics")
+    at = open_tab(at, "stats")
     assert chart_by_title(at, "Cross-attention")["layout"]["xaxis"]["ticktext"] == ["1", "2"]
 
 
 def test_all_heads_grid_ends_each_layer_with_the_head_average() -> None:
-    at = open_tab(run_app(sentence="a b c d", layer="0", head="0"), "All heads")
+    at = open_tab(run_app(sentence="a b c d", layer="0", head="0"), "all")
     grid = chart_by_title(at, "Cross-attention (decoder → encoder): every layer and head")
     heats = [t for t in grid["data"] if t["type"] == "heatmap"]
     assert len(heats) == 2 * (2 + 1)
@@ -114,7 +114,7 @@ def test_a_head_chosen_by_hand_stays_when_the_sentence_changes() -> None:
 
 
 def test_follow_a_word_names_the_top_piece_of_every_head() -> None:
-    at = open_tab(run_app(sentence="a b c d e", layer="0", head="0"), "Follow a word")
+    at = open_tab(run_app(sentence="a b c d e", layer="0", head="0"), "word")
     view = translated("a b c d e")
     word, target = at.selectbox(key="word").value, at.selectbox(key="tword").value
     assert word == len(view.src_pieces) // 2 - 1  # no pronoun here: the middle of the sentence
@@ -189,11 +189,11 @@ def test_the_attention_page_in_korean(how: str) -> None:
     assert chart_by_title(at, "인코더 셀프 어텐션: “")  # Follow a word, in Korean
 
 
-def test_clicking_a_translated_tab_keeps_the_english_url_value() -> None:
+def test_clicking_a_translated_tab_keeps_the_tab_id_in_the_url() -> None:
     at = run_app(sentence="a b c", lang="ko")
     at.session_state["_attn_tab_ui"] = "모든 헤드"  # what a click on the Korean tab label sends
     at.run()
-    assert at.session_state["tab"] == "All heads" and at.query_params["tab"] == "All heads"
+    assert at.session_state["tab"] == "all" and at.query_params["tab"] == "all"
     assert chart_by_title(at, "크로스 어텐션(디코더 → 인코더): 모든 레이어와 헤드")
 
 
@@ -214,7 +214,7 @@ def test_the_introduction_explains_queries_keys_kinds_and_special_pieces() -> No
 
 
 def test_a_new_sentence_starts_follow_a_word_again_from_its_pronoun() -> None:
-    at = open_tab(run_app(sentence="a b c d e", layer="0", head="0"), "Follow a word")
+    at = open_tab(run_app(sentence="a b c d e", layer="0", head="0"), "word")
     at.selectbox(key="word").set_value(0).run()
     at.text_input(key="sentence").input("a b c d e f g").run()
     assert at.selectbox(key="word").value == len(translated("a b c d e f g").src_pieces) // 2 - 1

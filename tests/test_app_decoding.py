@@ -9,7 +9,7 @@ import pytest
 from tests.test_app_timeline import chart_specs, env, open_link, open_page, roots  # noqa: F401 (fixtures)
 from visformer.classroom.inputs import escape_markdown
 from visformer.decoding import STRATEGIES
-from visformer.explain import views as sup
+from visformer.explain.decoding import DEFAULT_STRATEGIES
 
 DECODING = "pages/decoding.py"
 NAMES = list(STRATEGIES)
@@ -181,7 +181,7 @@ def test_invalid_decoding_parameters_fall_back(env) -> None:  # noqa: F811 (fixt
                    dec_beam_beam_size="abc", dec_tab="x", dec_step="-3", dec_step_strategy="top-p",
                    dec_n="1e9", dec_seed="-1", **{"dec_beam_alpha": "nan", "dec_top-k_top_k": "0", "dec_temperature_temperature": "0.33"})  # fmt: skip
     assert not at.error, [e.value for e in at.error]
-    assert at.multiselect(key="dec_strategies").value == list(sup.DEFAULT_STRATEGIES)
+    assert at.multiselect(key="dec_strategies").value == list(DEFAULT_STRATEGIES)
     assert (
         at.number_input(key="dec_beam_beam_size").value == 4 and at.slider(key="dec_beam_alpha").value == 0.6
     )

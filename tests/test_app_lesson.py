@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from pages import _views as schema
 from tests.test_app import APP, TIMEOUT, env, roots  # noqa: F401 (fixtures)
 from visformer import i18n
 from visformer.explain import lesson as ls
@@ -212,9 +213,9 @@ def test_each_step_links_to_its_full_page_with_the_same_sentence() -> None:
     assert links, "no link to the full page"
     proto = links[0].proto
     assert proto.page == "attention"
-    view = sup.parse_view(parse_qs(proto.query_string))
+    view = schema.parse_view(parse_qs(proto.query_string))
     assert (view["sentence"], view["checkpoint"], view["view"]) == ("1 2 3", "tiny-reverse", "cross")
-    assert view["tab"] == "Step through generation"
+    assert view["tab"] == "steps"
     assert "lang=en" in proto.query_string
 
 
@@ -275,5 +276,5 @@ def test_a_checkpoint_that_is_not_a_transformer_gets_one_message(tmp_path, monke
 
 
 def test_the_url_schema_knows_every_step_and_language() -> None:
-    assert sup.VIEW_PARAMS["lesson_step"].hi == len(ls.STEPS)
-    assert set(sup.VIEW_PARAMS["lang"].options) == {"", *i18n.LANGS}
+    assert schema.VIEW_PARAMS["lesson_step"].hi == len(ls.STEPS)
+    assert set(schema.VIEW_PARAMS["lang"].options) == {"", *i18n.LANGS}

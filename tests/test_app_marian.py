@@ -35,8 +35,7 @@ PAGES = [
     "pages/why_self_attention.py",
     "pages/language_models.py",
 ]
-ATTENTION_TABS = ["One head", "All heads", "Step through generation", "Head statistics", "Ablation",
-                  "Inside one head", "Follow a word"]  # fmt: skip
+ATTENTION_TABS = ["one", "all", "steps", "stats", "ablation", "inside", "word"]  # the ids
 SENTENCE = SOURCES[0]
 
 
@@ -95,13 +94,13 @@ def test_every_attention_tab_on_48_heads(lang: str) -> None:
     for tab in ATTENTION_TABS:
         open_tab(at, tab)
     at.session_state["ablate"] = ["cross-5-3", "encoder-1-8"]
-    open_tab(at, "Ablation")
+    open_tab(at, "ablation")
     assert not at.exception
 
 
 @pytest.mark.parametrize("lang", i18n.LANGS)
 def test_all_heads_grid_opens_compact_at_6_by_8_heads(lang: str) -> None:
-    at = open_tab(run("pages/attention.py", lang=lang, sentence=SENTENCE), "All heads")
+    at = open_tab(run("pages/attention.py", lang=lang, sentence=SENTENCE), "all")
     assert at.toggle(key="grid_compact").value is True
     grid = next(s for s in specs(at) if len(s["layout"].get("annotations", [])) == 9 + 6)
     texts = [a["text"] for a in grid["layout"]["annotations"]]
@@ -155,7 +154,7 @@ def test_hosted_mode_shows_the_teachers_imported_model(monkeypatch: pytest.Monke
     monkeypatch.setenv("VISFORMER_HOSTED", "1")
     at = run("pages/attention.py", lang="ko", sentence=SENTENCE)
     assert at.selectbox(key="checkpoint").value == NAME
-    at = open_tab(at, "All heads")
+    at = open_tab(at, "all")
     assert any(len(s["layout"].get("annotations", [])) == 9 + 6 for s in specs(at))  # the compact 6 x 8 grid
 
 

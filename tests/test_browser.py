@@ -12,11 +12,11 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import quote_plus
 
 import pytest
 
 from bench.bench_app import free_port, healthy
+from pages._views import OLD_ATTENTION_TABS
 from visformer.checkpoint import list_checkpoints
 
 pytestmark = pytest.mark.browser
@@ -151,7 +151,7 @@ def _open(browser, url: str):
 def _open_tab(page, tab: str) -> None:
     """Click a tab and wait for the rerun it starts: the URL names the tab (the first tab is the default)."""
     page.get_by_role("tab", name=tab, exact=True).click()
-    expected = "" if tab == next(iter(ATTENTION_TABS)) else "tab=" + quote_plus(tab)
+    expected = "" if tab == next(iter(ATTENTION_TABS)) else "tab=" + OLD_ATTENTION_TABS[tab]  # the tab's id
     page.wait_for_function(
         "(t) => t ? location.search.includes(t) : !location.search.includes('tab=')",
         arg=expected,

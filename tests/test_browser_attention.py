@@ -6,7 +6,7 @@ artifacts/screenshots/attention-ko-long-*.png: look at them (Hangul token labels
 
 from __future__ import annotations
 
-from urllib.parse import quote_plus, urlencode
+from urllib.parse import urlencode
 
 import pytest
 
@@ -48,11 +48,11 @@ def test_attention_page_in_korean_with_a_long_sentence(server: str, browser) -> 
             if tab != "One head":
                 page.get_by_role("tab", name=i18n.t(f"attention.tab.{text}", "ko"), exact=True).click()
                 page.wait_for_function(
-                    "(t) => location.search.includes(t)", arg=quote_plus(tab), timeout=WAIT_MS
+                    "(t) => location.search.includes(t)", arg="tab=" + text, timeout=WAIT_MS
                 )
                 _wait_until_idle(page)
             _visible_charts(page, 1)
             _check_and_shoot(page, "attention-ko-long-" + tab.lower().replace(" ", "-"), errors)
-        assert "tab=Inside+one+head" in page.url  # a Korean tab label, an English link
+        assert "tab=inside" in page.url  # a Korean tab label, the tab's id in the link
     finally:
         page.close()

@@ -87,7 +87,7 @@ def test_figures_have_labelled_log_axes_and_mark_the_crossover() -> None:
 
 
 def test_bleu_by_source_length_scores_each_bucket_on_its_own() -> None:
-    from visformer.models.length_buckets import bleu_by_source_length
+    from visformer.evaluation import bleu_by_source_length
 
     short = "a man is walking his dog"
     long = "a man in a red jacket is walking his small dog along the river in the park today"

@@ -127,13 +127,13 @@ def test_strategies_and_the_app_refuse_the_same_out_of_range_values(
 def test_top_k_sampling_refuses_k_0_and_the_app_offers_k_from_1() -> None:
     import torch
 
+    from pages import _views as schema
     from visformer.decoding import get_strategy
-    from visformer.explain import views as sup
 
     model = Transformer(tiny_config()).eval()
     with pytest.raises(ValueError, match="top_k must be between 1 and"):
         get_strategy("top-k")(model, torch.tensor([[5, 6, 3]]), top_k=0, seed=0)
-    assert sup.VIEW_PARAMS[sup.decoding_param_key("top-k", "top_k")].lo == 1
+    assert schema.VIEW_PARAMS[schema.decoding_param_key("top-k", "top_k")].lo == 1
     assert get_strategy("sample")(model, torch.tensor([[5, 6, 3]]), top_k=0, seed=0).params["top_k"] == 0
 
 

@@ -9,11 +9,11 @@ import torch
 import torch.nn.functional as F
 
 from visformer.checkpoint import load_checkpoint, save_checkpoint
-from visformer.data import make_batch
-from visformer.models import CausalLM, MaskedLM, attention_layers, build_model, mask_pieces
-from visformer.models.lm import IGNORE, SPECIAL_IDS, generate, lm_loss, train_lm
+from visformer.data import Pair, make_batch
+from visformer.models import CausalLM, MaskedLM, attention_layers, build_model, lm_objective, mask_pieces
+from visformer.models.lm import IGNORE, SPECIAL_IDS, generate, lm_loss
 from visformer.tasks import task_tokenizer
-from visformer.training import StepMetrics, TrainConfig
+from visformer.training import StepMetrics, TrainConfig, Trainer
 
 from .conftest import tiny_config
 
@@ -130,10 +130,18 @@ def test_training_lowers_the_loss_and_checkpoints_round_trip(tmp_path: Path, arc
     model = make_lm(architecture, src_vocab_size=tok.vocab_size, tgt_vocab_size=tok.vocab_size, d_model=32)
     before = lm_loss(model, texts, tok)
     config = TrainConfig(
-        steps=120, max_tokens=256, warmup=20, log_every=40, device="cpu", label_smoothing=0.0
+        steps=120, max_tokens=256, warmup=20, log_every=40, eval_every=60, device="cpu", n_snapshots=0
     )
-    history = list(train_lm(model, texts, tok, config))
-    assert [m.step for m in history] == [40, 80, 120] and isinstance(history[0], StepMetrics)
+    pairs = [Pair(t, t) for t in texts]
+    history = list(Trainer(model, pairs, pairs[:8], tok, tok, config, loss=lm_objective).run())
+    steps = [m for m in history if isinstance(m, StepMetrics)]
+    assert [m.step for m in steps] == [40, 80, 120]
+    evals = [
+        m for m in history if not isinstance(m, StepMetrics)
+    ]  # the held-out loss only: nothing to translate
+    assert [m.step for m in evals] == [60, 120] and all(
+        0 < m.valid_loss < 10 and not m.samples for m in evals
+    )
     assert lm_loss(model, texts, tok) < 0.5 * before
     save_checkpoint(tmp_path / "lm", model, tok, tok, train_config=config)
     loaded = load_checkpoint(tmp_path / "lm")
@@ -144,7 +152,7 @@ def test_training_lowers_the_loss_and_checkpoints_round_trip(tmp_path: Path, arc
 
 
 def test_lm_recipe_texts_are_deduplicated_and_hold_out_validation(tmp_path: Path) -> None:
-    from visformer.models import lm_recipe
+    from visformer import lm_recipe
 
     for name, lines in (
         ("tatoeba-deu-eng/tatoeba-deu-eng.en", ["I run.", "I run.", "A dog sits."]),

@@ -157,14 +157,14 @@ def _dropout_trainer(seed: int) -> Trainer:
 
 def test_nan_loss_stops_with_clear_error_and_keeps_last_good_weights(monkeypatch) -> None:
     trainer = make_trainer(steps=10)
-    real_loss = trainer._loss
+    real_loss = trainer.objective
     kept = {}
 
     def poisoned(model, batch, smoothing):
         loss, n = real_loss(model, batch, smoothing)
         return (loss * float("nan"), n) if trainer.step == 2 else (loss, n)
 
-    monkeypatch.setattr(trainer, "_loss", poisoned)
+    monkeypatch.setattr(trainer, "objective", poisoned)
     with pytest.raises(TrainingDiverged, match="step 3.*weights of step 2"):
         for m in trainer.run():
             kept = {k: v.clone() for k, v in trainer.model.state_dict().items()}

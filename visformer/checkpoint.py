@@ -34,7 +34,7 @@ from torch import Tensor
 
 from .config import ModelConfig, TrainConfig
 from .i18n import Text, TextError
-from .model import AttentionMaps, Transformer
+from .model import AttentionMaps
 from .models import Model, attention_layers, build_model
 from .records import Snapshot
 from .tasks import TASKS

@@ -5,19 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from .architectures import ARCHITECTURES, DEFAULT  # the registry of model families (architectures.py)
+
 PRECISIONS = ("auto", "bf16", "fp32")  # TrainConfig.precision: autocast dtype choices
-# Model families (built by visformer.models.build_model): the paper's Transformer, RNN seq2seq
-# without attention / with Bahdanau (additive), Luong (general) or dot-product attention, and the
-# encoder-only (masked) and decoder-only (causal) language models.
-ARCHITECTURES = (
-    "transformer",
-    "rnn-none",
-    "rnn-bahdanau",
-    "rnn-luong",
-    "rnn-dot",
-    "encoder-lm",
-    "decoder-lm",
-)
 ACTIVATIONS = ("relu", "swish", "gelu")  # ModelConfig.activation: the feed-forward non-linearity
 
 
@@ -37,7 +27,7 @@ class ModelConfig:
     norm_first: bool = False  # False = post-LN as in the paper; True = pre-LN
     share_embeddings: bool = True  # tie source, target and output embeddings (joint vocabulary)
     pad_id: int = 0
-    architecture: str = "transformer"  # one of ARCHITECTURES; checkpoints without it are Transformers
+    architecture: str = DEFAULT  # one of ARCHITECTURES; checkpoints without it are Transformers
     # Fields where imported models (OPUS-MT / Marian, visformer.marian) differ from the paper; the defaults
     # are the paper's, and checkpoints without them load unchanged.
     activation: str = "relu"  # feed-forward non-linearity, one of ACTIVATIONS (Marian: swish or gelu)

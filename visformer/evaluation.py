@@ -1,21 +1,24 @@
-"""Evaluation during and after training: validation loss, greedy translations, BLEU/chrF or exact match."""
+"""Evaluation during and after training: validation loss, greedy translations, BLEU/chrF or exact match;
+BLEU by source length (`evaluate --by-length`)."""
 
 from __future__ import annotations
 
 import math
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .architectures import architecture
 from .data import Batch, batches, encode_pairs, make_batch, source_batch
 from .decoding import beam_search, greedy
 from .model import Transformer
 from .records import EvalMetrics
-from .tasks import alignment_score, exact_match
+from .tasks import TaskExample, alignment_score, exact_match
 from .tokenizer import Tokenizer
 
 LossFn = Callable[[nn.Module, Batch, float], tuple[Tensor, int]]  # (model, batch, smoothing) -> (sum, tokens)
@@ -116,6 +119,16 @@ class Evaluator:
         self.evals: list[EvalMetrics] = []
         self.overhead_s = 0.0
 
+    @property
+    def translates(self) -> bool:
+        """Whether the model translates (else only its loss is scored: a language model)."""
+        return architecture(self.model.config.architecture).translates
+
+    @property
+    def scores_task(self) -> bool:
+        """Whether the held-out examples are a toy task's (exact match, alignment) rather than a corpus's (BLEU)."""
+        return bool(self.valid_examples) and isinstance(self.valid_examples[0], TaskExample)
+
     @torch.no_grad()
     def valid_loss(self) -> float:
         """Per-token cross-entropy (no smoothing) on the validation pairs."""
@@ -143,8 +156,10 @@ class Evaluator:
         examples = self.valid_examples[: self.n_examples]
         refs = [ex.tgt for ex in examples]
         bleu = chrf = exact = align = None
-        scored = self._task_scores(examples) if examples and hasattr(examples[0], "alignment") else None
-        if scored is not None:
+        scored = self._task_scores(examples) if examples and self.scores_task and self.translates else None
+        if not self.translates:
+            loss, hyps = self.valid_loss(), []
+        elif scored is not None:
             loss, right, align = scored
             exact = float(right.float().mean())
             if (
@@ -161,7 +176,7 @@ class Evaluator:
         else:
             loss = self.valid_loss()
             hyps = self.translate_texts([ex.src for ex in examples]) if examples else []
-            if examples and hasattr(examples[0], "alignment"):  # a task whose examples max_len cuts
+            if examples and self.scores_task:  # a task whose examples max_len cuts
                 exact = exact_match(hyps, refs)
             elif examples:
                 bleu, chrf = corpus_scores(hyps, refs)
@@ -196,3 +211,54 @@ class Evaluator:
         # decoder query j (input [bos] + tokens) is the one that predicts target token j
         align = best_head_alignment(cross, [ex.alignment for ex in examples])
         return loss.item() / max(batch.n_tgt_tokens, 1), right.cpu(), align
+
+
+# ---------------------------------------------------------------------------------------------
+# BLEU by source length: where the single context vector of an RNN without attention runs out
+# ---------------------------------------------------------------------------------------------
+
+# source words: ≤8, 9-11, 12-14, 15-17, >17 (on Multi30k's test_2016_flickr: 174, 367, 255, 122, 82 sentences)
+LENGTH_EDGES = (8, 11, 14, 17)
+
+
+@dataclass(frozen=True)
+class LengthBucket:
+    """sacreBLEU and chrF of the sentences whose source has `low`..`high` words."""
+
+    low: int
+    high: int | None  # None: no upper bound
+    n: int
+    bleu: float
+    chrf: float
+
+    @property
+    def label(self) -> str:
+        """'11-15', '>25', ... (source words)."""
+        return f">{self.low - 1}" if self.high is None else f"{self.low}-{self.high}"
+
+
+def bleu_by_source_length(
+    sources: Sequence[str],
+    hypotheses: Sequence[str],
+    references: Sequence[str],
+    edges: Sequence[int] = LENGTH_EDGES,
+) -> list[LengthBucket]:
+    """Corpus BLEU/chrF per bucket of source length in words (bucket upper bounds `edges`); empty buckets left out."""
+    if not len(sources) == len(hypotheses) == len(references):
+        raise ValueError(
+            f"{len(sources)} sources, {len(hypotheses)} hypotheses, {len(references)} references"
+        )
+    if list(edges) != sorted(set(edges)) or (edges and edges[0] < 1):
+        raise ValueError(f"edges must be increasing positive word counts, got {list(edges)}")
+    bounds = [*zip([1, *(e + 1 for e in edges)], [*edges, None], strict=True)]
+    buckets = []
+    for low, high in bounds:
+        rows = [
+            i
+            for i, s in enumerate(sources)
+            if low <= len(s.split()) and (high is None or len(s.split()) <= high)
+        ]
+        if rows:
+            bleu, chrf = corpus_scores([hypotheses[i] for i in rows], [references[i] for i in rows])
+            buckets.append(LengthBucket(low, high, len(rows), bleu, chrf))
+    return buckets

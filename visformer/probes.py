@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from .architectures import architecture
 from .config import TrainConfig
 from .data import encode_example, make_batch
 from .model import AttentionMaps, Transformer
@@ -50,8 +51,10 @@ class ProbeRecorder:
         self.overhead_s = 0.0
 
     def _choose_probes(self, config: TrainConfig) -> list[tuple[str, str]]:
-        """Fixed probe (source, target) pairs: config.probes, else short validation pairs."""
+        """Fixed probe (source, target) pairs: config.probes, else short validation pairs (none for a language model)."""
         n = config.n_probes
+        if not architecture(self.model.config.architecture).translates:
+            return []
         if config.probes:
             return [(p, "") for p in config.probes[:n]]
         short = [ex for ex in self.valid_examples if 3 <= len(self.src_tok.encode(ex.src)) <= 16]

@@ -21,8 +21,8 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from .config import TrainConfig
 from .data import batches, encode_pairs
-from .evaluation import Evaluator
-from .model import Transformer
+from .evaluation import Evaluator, LossFn
+from .models import Model
 from .probes import ProbeRecorder
 from .records import EvalMetrics, Snapshot, StepMetrics
 from .tokenizer import Tokenizer
@@ -57,7 +57,7 @@ def _distributed() -> tuple[int, int]:
     return 0, 1
 
 
-def _averaged(model: Transformer, decay: float) -> AveragedModel | None:
+def _averaged(model: nn.Module, decay: float) -> AveragedModel | None:
     """An exponential moving average of the model's weights (and buffers) with this decay per step; None for 0."""
     if decay <= 0:
         return None
@@ -65,19 +65,25 @@ def _averaged(model: Transformer, decay: float) -> AveragedModel | None:
 
 
 class Trainer:
-    """Trains a Transformer on text pairs; `run()` yields the metrics stream."""
+    """Trains a model on text pairs; `run()` yields the metrics stream.
+
+    The objective is the translation's cross-entropy with label smoothing unless `loss` gives another (a
+    language model's: `visformer.models.lm_objective`, trained on (text, text) pairs).
+    """
 
     def __init__(
         self,
-        model: Transformer,
+        model: Model,
         train_examples: Sequence[Any],
         valid_examples: Sequence[Any],
         src_tok: Tokenizer,
         tgt_tok: Tokenizer,
         config: TrainConfig,
         task: str | None = None,
+        loss: LossFn | None = None,
     ) -> None:
         self.config = config
+        self.objective: LossFn = loss or self._loss
         self.task = task
         self.src_tok, self.tgt_tok = src_tok, tgt_tok
         self.device = resolve_device(config.device)
@@ -94,7 +100,7 @@ class Trainer:
             self.average.module if self.average is not None else self.model
         )  # what is evaluated and saved
         self.evaluator = Evaluator(
-            scored, src_tok, tgt_tok, valid_examples, self._loss, config.max_tokens, config.eval_examples
+            scored, src_tok, tgt_tok, valid_examples, self.objective, config.max_tokens, config.eval_examples
         )
         self.recorder = ProbeRecorder(
             scored,
@@ -214,7 +220,7 @@ class Trainer:
             epoch += 1
 
     def _loss(self, model: nn.Module, batch: Any, smoothing: float) -> tuple[Tensor, int]:
-        """Summed cross-entropy of a batch and its number of target tokens."""
+        """The default objective: summed cross-entropy of a translation batch and its number of target tokens."""
         src, tgt_in, tgt_out = (t.to(self.device) for t in (batch.src, batch.tgt_in, batch.tgt_out))
         dtype = self.autocast or torch.bfloat16
         with torch.autocast(self.device.type, dtype=dtype, enabled=self.autocast is not None):
@@ -272,7 +278,7 @@ class Trainer:
             step = self.step + 1
             for group in self._optimizer.param_groups:
                 group["lr"] = self.lr(step)
-            loss_sum, n_tokens = self._loss(model, batch, c.label_smoothing)
+            loss_sum, n_tokens = self.objective(model, batch, c.label_smoothing)
             loss = loss_sum / max(n_tokens, 1)
             self._optimizer.zero_grad(set_to_none=True)
             loss.backward()

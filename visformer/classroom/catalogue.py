@@ -9,6 +9,7 @@ from typing import Any
 
 from .. import corpora
 from ..checkpoint import CheckpointError, list_checkpoints, read_config
+from ..languages import language_pair
 from ..models import SEQ2SEQ_ARCHITECTURES, architecture_of
 
 REPO = Path(__file__).resolve().parents[2]
@@ -182,8 +183,6 @@ def _score(test: object, lang: str) -> str:
 
 def model_card(path: Path, name: str | None = None) -> ModelCard:
     """The card of one checkpoint folder: card.json where present, the rest derived from config.json's info."""
-    from ..explain.examples import language_pair
-
     path = Path(path)
     try:
         config = read_config(path)  # the schema loading uses: a card never shows what loading would refuse

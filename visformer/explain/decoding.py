@@ -34,6 +34,8 @@ BEST_COLOR = "#e4572e"
 # Views: what one strategy produced, as pieces and numbers
 # ---------------------------------------------------------------------------------------------
 
+DEFAULT_STRATEGIES = ("greedy", "beam", "temperature", "top-k", "top-p")  # compared when none are chosen
+
 
 @dataclass(frozen=True)
 class StepView:

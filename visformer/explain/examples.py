@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from ..languages import language_pair
 
 EXAMPLES: dict[str, list[str]] = {
     "en": [
@@ -40,17 +41,6 @@ SCRIPTS = {
     "fr": "latin",
 }  # the script each language is written in
 SCRIPT_LANGS = {"hangul": ("ko",), "latin": ("en", "de", "fr")}  # languages to offer for a script, best first
-_PAIR = re.compile(r"(?:^|[-_])([a-z]{2})-([a-z]{2})(?:$|[-_])")
-
-
-def language_pair(name: str, info: Mapping[str, Any] | None = None) -> tuple[str | None, str | None]:
-    """(source, target) language codes from the checkpoint's info, else from a name like 'multi30k-en-de'."""
-    info = info or {}
-    src, tgt = info.get("src_lang"), info.get("tgt_lang")
-    if src or tgt:
-        return src, tgt
-    match = _PAIR.search(name.split("/")[-1].lower())
-    return (match.group(1), match.group(2)) if match else (None, None)
 
 
 def example_sentences(

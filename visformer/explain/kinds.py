@@ -7,8 +7,6 @@ from typing import TypeVar
 
 import numpy as np
 
-from ..config import ModelConfig
-
 T = TypeVar("T")
 
 
@@ -40,10 +38,6 @@ class AttentionKind:
         rows, cols = self.sides(source, decoder_inputs)
         return (produced_labels(produced) if self.queries == "target" else rows), cols
 
-    def n_layers(self, config: ModelConfig) -> int:
-        """Layers of the model that hold this kind of attention."""
-        return config.n_encoder_layers if self.name == "encoder" else config.n_decoder_layers
-
 
 ENCODER = AttentionKind("encoder", "Encoder self-attention", "Encoder self", "e", False, "source", "source")
 DECODER = AttentionKind(
@@ -52,7 +46,6 @@ DECODER = AttentionKind(
 CROSS = AttentionKind("cross", "Cross-attention (decoder → encoder)", "Cross", "c", False, "target", "source")
 KIND = {k.name: k for k in (ENCODER, DECODER, CROSS)}
 KINDS = tuple(KIND)  # ("encoder", "decoder", "cross"): the order every page shows them in
-KIND_TITLES = {k.name: k.title for k in KIND.values()}
 
 
 def get_kind(name: str) -> AttentionKind:
@@ -71,8 +64,3 @@ def future_mask(n_queries: int, n_keys: int) -> np.ndarray:
 def produced_labels(pieces: list[str]) -> list[str]:
     """Decoder rows named by what they produce: row t reads input t and produces output t ('→ ▁Hunde')."""
     return [f"→ {piece}" for piece in pieces]
-
-
-def layer_counts(config: ModelConfig) -> dict[str, int]:
-    """Number of layers per attention kind."""
-    return {name: kind.n_layers(config) for name, kind in KIND.items()}

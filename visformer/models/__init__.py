@@ -8,54 +8,40 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from torch import nn
-
-from ..config import ARCHITECTURES, ModelConfig
+from ..architectures import DEFAULT, SEQ2SEQ, Family, architecture
+from ..config import ModelConfig
 from ..model import Transformer
-from .lm import CausalLM, LMOutput, MaskedLM, mask_pieces
-from .rnn import RNN_SCORES, RecurrentCache, RNNSeq2Seq
+from .lm import CausalLM, LMOutput, MaskedLM, lm_objective, mask_pieces
+from .rnn import RecurrentCache, RNNSeq2Seq
 
-SEQ2SEQ_ARCHITECTURES = ("transformer", *RNN_SCORES)  # translate with encode()/decode(): strategies, Trainer
+SEQ2SEQ_ARCHITECTURES = SEQ2SEQ  # translate with encode()/decode(): strategies, Trainer
+Model = Transformer | RNNSeq2Seq | MaskedLM | CausalLM  # whatever build_model builds (Checkpoint.model)
+_LM_CLASSES = {"encoder": MaskedLM, "decoder": CausalLM}  # a language model by the attention kind it keeps
 
 
-def build_model(config: ModelConfig) -> nn.Module:
+def build_model(config: ModelConfig) -> Model:
     """The model of config.architecture, freshly initialised."""
-    if config.architecture == "transformer":
+    arch = architecture(config.architecture)
+    if arch.family is Family.TRANSFORMER:
         return Transformer(config)
-    if config.architecture in RNN_SCORES:
+    if arch.family is Family.RNN:
         return RNNSeq2Seq(config)
-    if config.architecture == "encoder-lm":
-        return MaskedLM(config)
-    if config.architecture == "decoder-lm":
-        return CausalLM(config)
-    raise ValueError(
-        f"unknown architecture {config.architecture!r}; choose one of {', '.join(ARCHITECTURES)}"
-    )
+    (kind,) = arch.layers  # a language model keeps one half of the Transformer
+    return _LM_CLASSES[kind](config)
 
 
 def attention_layers(config: ModelConfig) -> dict[str, int]:
     """How many attention maps of each kind (encoder self, decoder self, cross) one forward pass returns."""
-    arch = config.architecture
-    if arch in RNN_SCORES:
-        return {"encoder": 0, "decoder": 0, "cross": 1 if RNN_SCORES[arch] else 0}
-    if arch == "encoder-lm":
-        return {"encoder": config.n_encoder_layers, "decoder": 0, "cross": 0}
-    if arch == "decoder-lm":
-        return {"encoder": 0, "decoder": config.n_decoder_layers, "cross": 0}
-    return {
-        "encoder": config.n_encoder_layers,
-        "decoder": config.n_decoder_layers,
-        "cross": config.n_decoder_layers,
-    }
+    return architecture(config.architecture).attention_layers(config)
 
 
 def architecture_of(folder: str | Path) -> str:
-    """The architecture a checkpoint folder's config.json names ("transformer" when absent or unreadable)."""
+    """The architecture a checkpoint folder's config.json names (the default when absent or unreadable)."""
     try:
         model = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8")).get("model") or {}
-        return str(model.get("architecture", "transformer"))
+        return str(model.get("architecture", DEFAULT))
     except (OSError, ValueError, AttributeError, RecursionError):
-        return "transformer"  # loading it will say what is wrong
+        return DEFAULT  # loading it will say what is wrong
 
 
 __all__ = [
@@ -63,10 +49,12 @@ __all__ = [
     "CausalLM",
     "LMOutput",
     "MaskedLM",
+    "Model",
     "RNNSeq2Seq",
     "RecurrentCache",
     "architecture_of",
     "attention_layers",
     "build_model",
+    "lm_objective",
     "mask_pieces",
 ]

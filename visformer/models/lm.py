@@ -13,17 +13,16 @@ Shapes: B batch, L length, d d_model, h heads, V vocabulary.
 
 from __future__ import annotations
 
-import math
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..config import ModelConfig, TrainConfig
-from ..data import Batch, batches
+from ..architectures import REGISTRY, Family
+from ..config import ModelConfig
+from ..data import Batch, Pair, batches, encode_pairs
 from ..model import (
     Embeddings,
     Encoder,
@@ -35,10 +34,7 @@ from ..model import (
     padding_mask,
     xavier_init,
 )
-from ..records import StepMetrics
 from ..tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
-from ..training import noam_lr
-from ..utils import resolve_device, seed_everything
 
 MASK_RATE = 0.15  # BERT masks 15% of the pieces
 IGNORE = -100  # label of positions the loss skips
@@ -53,10 +49,11 @@ class LMOutput:
     attention: list[Tensor]  # per layer (B, h, L, L); empty unless weights were asked for
 
 
-def _check_architecture(config: ModelConfig, expected: str) -> None:
-    """Refuse a config of another architecture."""
-    if config.architecture != expected:
-        raise ValueError(f"this model is {expected!r}; the config says {config.architecture!r}")
+def _check_architecture(config: ModelConfig, kind: str) -> None:
+    """Refuse a config of any architecture but the language model built from the `kind` stack of attention."""
+    expected = [a.name for a in REGISTRY.values() if a.family is Family.LM and kind in a.layers]
+    if config.architecture not in expected:
+        raise ValueError(f"this model is {' or '.join(expected)}; the config says {config.architecture!r}")
 
 
 def _summed_cross_entropy(logits: Tensor, labels: Tensor, ignore: int) -> tuple[Tensor, int]:
@@ -95,9 +92,11 @@ def mask_pieces(
 class MaskedLM(nn.Module):
     """Encoder only (BERT-style): every position attends to every real position, before and after it."""
 
+    objective = "masked LM, 15% of pieces"  # what loss() scores, as a checkpoint's info states it
+
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
-        _check_architecture(config, "encoder-lm")
+        _check_architecture(config, "encoder")
         self.config = config
         self.mask_id = config.tgt_vocab_size  # the extra embedding row
         token = nn.Embedding(config.tgt_vocab_size + 1, config.d_model, padding_idx=config.pad_id)
@@ -143,9 +142,11 @@ class CausalLayer(EncoderLayer):
 class CausalLM(nn.Module):
     """Decoder only (GPT-style): position i attends to positions ≤ i and predicts piece i + 1."""
 
+    objective = "next piece (causal LM)"  # what loss() scores, as a checkpoint's info states it
+
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
-        _check_architecture(config, "decoder-lm")
+        _check_architecture(config, "decoder")
         self.config = config
         token = nn.Embedding(config.tgt_vocab_size, config.d_model, padding_idx=config.pad_id)
         self.embed = Embeddings(token, config.d_model, config.max_len, config.dropout)
@@ -221,54 +222,17 @@ def generate(
 
 
 # ---------------------------------------------------------------------------------------------
-# Training (the paper's optimiser and schedule, the language-model objective of each model)
+# The objective (visformer.training.Trainer trains a language model through lm_objective)
 # ---------------------------------------------------------------------------------------------
 
 
-def lm_examples(texts: Sequence[str], tok: Tokenizer, max_len: int) -> list[tuple[list[int], list[int]]]:
-    """Each sentence as (ids, ids) so data.batch_by_tokens gives src = ids+eos, tgt_in = bos+ids, tgt_out = ids+eos."""
-    ids = [tok.encode(t) for t in texts]
-    return [(x, x) for x in ids if x and len(x) + 1 <= max_len]
+def lm_objective(model: MaskedLM | CausalLM, batch: Batch, smoothing: float = 0.0) -> tuple[Tensor, int]:
+    """The Trainer's loss hook for a language model: its own summed objective and number of targets.
 
-
-def train_lm(
-    model: MaskedLM | CausalLM, texts: Sequence[str], tok: Tokenizer, config: TrainConfig
-) -> Iterator[StepMetrics]:
-    """Train on monolingual texts with Adam + the Noam schedule; yields StepMetrics every log_every steps."""
-    seed_everything(config.seed)
-    device = resolve_device(config.device)
-    model.to(device).train()
-    examples = lm_examples(texts, tok, model.config.max_len)
-    if not examples:
-        raise ValueError("no training sentences left: check the texts and max_len")
-    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=config.betas, eps=config.eps)
-    generator = torch.Generator().manual_seed(config.seed)
-    step, epoch, started = 0, 0, time.perf_counter()
-    window_loss, window_n, window_start = 0.0, 0, started
-    while step < config.steps:
-        for batch in batches(examples, config.max_tokens, tok, True, config.seed + epoch):
-            step += 1
-            for group in optimizer.param_groups:
-                group["lr"] = noam_lr(step, model.config.d_model, config.warmup, config.lr_factor)
-            loss_sum, n = model.loss(batch.to(device), generator)
-            loss = loss_sum / max(n, 1)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            nn.utils.clip_grad_norm_(
-                model.parameters(), config.clip_norm if config.clip_norm > 0 else math.inf
-            )
-            optimizer.step()
-            window_loss, window_n = window_loss + loss_sum.item(), window_n + n
-            if step % config.log_every == 0 or step == config.steps:
-                now = time.perf_counter()
-                lr = noam_lr(step, model.config.d_model, config.warmup, config.lr_factor)
-                yield StepMetrics(step, window_loss / max(window_n, 1), lr, window_n / max(now - window_start, 1e-9),
-                                  now - started)  # fmt: skip
-                window_loss, window_n, window_start = 0.0, 0, now
-            if step >= config.steps:
-                break
-        epoch += 1
-    model.eval()
+    The batch comes from (text, text) pairs (src = ids+eos, tgt_in = bos+ids, tgt_out = ids+eos); label
+    smoothing is not part of either objective, so `smoothing` is ignored.
+    """
+    return model.loss(batch.to(next(model.parameters()).device))
 
 
 @torch.no_grad()
@@ -279,8 +243,9 @@ def lm_loss(
     model.eval()
     device = next(model.parameters()).device
     generator = torch.Generator().manual_seed(seed)
+    examples = encode_pairs([Pair(t, t) for t in texts], tok, tok, model.config.max_len)
     total, count = 0.0, 0
-    for batch in batches(lm_examples(texts, tok, model.config.max_len), max_tokens, tok, False, 0):
+    for batch in batches(examples, max_tokens, tok, False, 0):
         loss, n = model.loss(batch.to(device), generator)
         total, count = total + loss.item(), count + n
     return total / max(count, 1)

@@ -22,16 +22,12 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from ..architectures import Family, architecture, of_family
 from ..config import ModelConfig
 from ..model import AttentionMaps, Decoded, Encoded, HeadMask, Seq2SeqOutput, init_embeddings, padding_mask
 
-# architecture -> attention score (None: no attention)
-RNN_SCORES: dict[str, str | None] = {
-    "rnn-none": None,
-    "rnn-bahdanau": "additive",
-    "rnn-luong": "general",
-    "rnn-dot": "dot",
-}
+# architecture -> attention score (None: no attention), from the registry
+RNN_SCORES: dict[str, str | None] = {name: architecture(name).score for name in of_family(Family.RNN)}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,7 +1,10 @@
-"""How the shipped tiny language models were made: English text, a SentencePiece vocabulary, train_lm, a checkpoint.
+"""How the shipped tiny language models were made: English text, a SentencePiece vocabulary, the Trainer, a checkpoint.
 
-    python -m visformer.models.lm_recipe --arch encoder-lm --data ../shared/data --out runs/lm-encoder
-    python -m visformer.models.lm_recipe --arch decoder-lm --data ../shared/data --out runs/lm-decoder
+    python -m visformer.lm_recipe --arch encoder-lm --data ../shared/data --out runs/lm-encoder
+    python -m visformer.lm_recipe --arch decoder-lm --data ../shared/data --out runs/lm-decoder
+
+(The shipped checkpoints were made by this recipe when it lived at visformer.models.lm_recipe and trained
+through its own loop, train_lm: the same Adam, Noam schedule, batches and objective as the Trainer's.)
 
 The English side of Tatoeba German–English (CC BY 2.0 FR) and of Multi30k train (research and education
 use), deduplicated; Multi30k's val.en is the held-out text whose loss the checkpoint records.
@@ -17,12 +20,15 @@ from pathlib import Path
 
 import torch
 
-from .. import models
-from ..checkpoint import save_checkpoint
-from ..config import ModelConfig, TrainConfig
-from ..data import _read_lines
-from ..tokenizer import SentencePieceTokenizer
-from .lm import lm_loss, train_lm
+from .architectures import Family, of_family
+from .checkpoint import save_checkpoint
+from .config import ModelConfig, TrainConfig
+from .data import Pair, _read_lines
+from .models import build_model, lm_objective
+from .models.lm import lm_loss
+from .records import StepMetrics
+from .tokenizer import SentencePieceTokenizer
+from .training import Trainer
 
 TRAIN_FILES = ("tatoeba-deu-eng/tatoeba-deu-eng.en", "multi30k/train.en")
 VALID_FILE = "multi30k/val.en"
@@ -63,26 +69,32 @@ def run(
     torch.set_num_threads(threads)
     train, valid = english_texts(data)
     tok = SentencePieceTokenizer.train(train, VOCAB_SIZE, num_threads=threads)
-    model = models.build_model(lm_config(architecture, tok.vocab_size))
+    model = build_model(lm_config(architecture, tok.vocab_size))
     config = TrainConfig(
-        steps=steps, max_tokens=max_tokens, warmup=400, log_every=50, device=device, threads=threads
-    )
+        steps=steps, max_tokens=max_tokens, warmup=400, log_every=50, device=device, threads=threads,
+        label_smoothing=0.0, eval_every=steps, n_snapshots=0,
+    )  # fmt: skip
     started = time.perf_counter()
     history = []
-    for m in train_lm(model, train, tok, config):
-        history.append({"step": m.step, "loss": round(m.loss, 4), "elapsed_s": round(m.elapsed_s, 1)})
-        print(f"step {m.step} loss {m.loss:.3f} {m.elapsed_s:.0f}s", flush=True)
+    pairs = {name: [Pair(t, t) for t in texts] for name, texts in (("train", train), ("valid", valid))}
+    trainer = Trainer(model, pairs["train"], pairs["valid"], tok, tok, config, loss=lm_objective)
+    for m in trainer.run():
+        if isinstance(m, StepMetrics):
+            history.append({"step": m.step, "loss": round(m.loss, 4), "elapsed_s": round(m.elapsed_s, 1)})
+            print(f"step {m.step} loss {m.loss:.3f} {m.elapsed_s:.0f}s", flush=True)
+        else:
+            print(f"step {m.step} held-out loss {m.valid_loss:.3f}", flush=True)
     train_time = time.perf_counter() - started
-    valid_loss = lm_loss(model, valid, tok)
+    valid_loss = lm_loss(model, valid, tok)  # a seeded masking: the number the checkpoint records
     info = {
         "data": f"English side of {', '.join(TRAIN_FILES)} ({len(train)} distinct sentences); held out: {VALID_FILE}",
         "terms": "; ".join(DATA_TERMS.values()),
-        "objective": "masked LM, 15% of pieces" if architecture == "encoder-lm" else "next piece (causal LM)",
+        "objective": model.objective,
         "steps": steps,
         "train_time_s": round(train_time, 1),
         "valid_loss": round(valid_loss, 4),
         "valid_perplexity": round(math.exp(valid_loss), 2),
-        "command": f"python -m visformer.models.lm_recipe --arch {architecture} --steps {steps} "
+        "command": f"python -m visformer.lm_recipe --arch {architecture} --steps {steps} "
         f"--max-tokens {max_tokens} --device {device}",
     }
     metrics = {"history": history, "valid": {"loss": valid_loss, "texts": VALID_FILE}}
@@ -92,7 +104,7 @@ def run(
 def main(argv: Sequence[str] | None = None) -> None:
     """Command line: --arch encoder-lm|decoder-lm --data FOLDER --out FOLDER [--steps N]."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--arch", choices=("encoder-lm", "decoder-lm"), required=True)
+    parser.add_argument("--arch", choices=of_family(Family.LM), required=True)
     parser.add_argument(
         "--data", type=Path, required=True, help="folder holding tatoeba-deu-eng/ and multi30k/"
     )
