@@ -103,3 +103,17 @@ def test_train_corpus_without_valid_holds_out_no_paraphrase(tmp_path: Path) -> N
     assert [p.src for p in trainer.valid_examples] == [p.src for p in valid] and test == held_out_test
     assert len(trainer.train_pairs) == len(train)
     assert_held_out_is_unseen(train, valid + test)
+
+
+def test_train_corpus_with_valid_files_trains_on_every_pair(tmp_path: Path) -> None:
+    pairs = paraphrased_corpus()
+    for name, part in (("c", pairs), ("v", pairs[:5])):
+        (tmp_path / f"{name}.src").write_text("".join(p.src + "\n" for p in part), encoding="utf-8")
+        (tmp_path / f"{name}.tgt").write_text("".join(p.tgt + "\n" for p in part), encoding="utf-8")
+    args = build_parser().parse_args(
+        ["train", "--corpus", str(tmp_path / "c.src"), str(tmp_path / "c.tgt"), "--out", str(tmp_path / "x"),
+         "--valid", str(tmp_path / "v.src"), str(tmp_path / "v.tgt"), "--vocab-size", "300"]
+    )  # fmt: skip
+    trainer, test = cli_trainer(args)
+    assert len(trainer.train_pairs) == len(pairs) and test == []
+    assert [p.src for p in trainer.valid_examples] == [p.src for p in pairs[:5]]

@@ -233,7 +233,9 @@ def split_data(source: DataSource, seed: int = 0) -> tuple[list[Any], list[Any],
     n_sources = len({p.src for p in pairs})
     n_valid = 0 if source.valid_pairs else _held_out(source.valid, n_sources)
     n_test = 0 if source.test_pairs else _held_out(source.test, n_sources)
-    train, valid, test = split_disjoint(pairs, valid=n_valid, test=n_test, seed=seed)
+    train, valid, test = (
+        split_disjoint(pairs, n_valid, n_test, seed) if n_valid or n_test else (pairs, [], [])
+    )
     return train, list(source.valid_pairs) or valid, list(source.test_pairs) or test
 
 
