@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -13,12 +12,11 @@ from pages import _state as session
 from pages import _views as schema
 from pages import _widgets as widgets
 from visformer.architectures import Family, architecture
-from visformer.checkpoint import CheckpointError, list_checkpoints
+from visformer.checkpoint import CheckpointError, architecture_of, list_checkpoints, read_config
 from visformer.classroom import catalogue
 from visformer.classroom.inputs import clean_sentence, escape_markdown
 from visformer.explain import attention as figs
 from visformer.explain import comparison as cmp
-from visformer.models import architecture_of
 
 session.ensure_frame()
 tr = session.tr
@@ -43,7 +41,7 @@ def pairs() -> dict[str, str]:
     """
     found, transformers = {}, {}
     folders = list_checkpoints(catalogue.checkpoint_roots()[0])
-    config = {p.name: json.loads((p / "config.json").read_text(encoding="utf-8")) for p in folders}
+    config = {p.name: read_config(p) for p in folders}
     for p in folders:
         if family(p) is Family.TRANSFORMER and config[p.name].get("task"):
             transformers.setdefault(config[p.name]["task"], p.name)
@@ -60,9 +58,7 @@ def pairs() -> dict[str, str]:
 
 def task_of(name: str) -> str | None:
     """The toy task a shipped model was trained on (None for a corpus model such as Multi30k)."""
-    return json.loads(
-        (catalogue.checkpoint_roots()[0] / name / "config.json").read_text(encoding="utf-8")
-    ).get("task")
+    return read_config(catalogue.checkpoint_roots()[0] / name).get("task")
 
 
 def example_for(name: str) -> str:

@@ -262,8 +262,8 @@ def test_shipped_multi30k_rnns_translate_and_record_the_bottleneck_by_length() -
 
 
 def test_the_app_lists_translation_checkpoints_transformer_and_rnn(tmp_path: Path) -> None:
+    from visformer.checkpoint import architecture_of
     from visformer.classroom.catalogue import discover_checkpoints
-    from visformer.models import architecture_of
 
     tok = task_tokenizer("reverse")
     sizes = dict(src_vocab_size=tok.vocab_size, tgt_vocab_size=tok.vocab_size)

@@ -32,6 +32,7 @@ from safetensors.torch import load_file as load_safetensors_file
 from safetensors.torch import save_file
 from torch import Tensor
 
+from .architectures import DEFAULT
 from .config import ModelConfig, TrainConfig
 from .i18n import Text, TextError
 from .model import AttentionMaps
@@ -380,6 +381,16 @@ def read_config(folder: str | os.PathLike, schema: bool = True) -> dict[str, Any
             folder, "tokenizer", "one_of", config.get("tokenizer"), names=", ".join(TOKENIZER_LAYOUTS)
         )
     return config
+
+
+def architecture_of(folder: str | os.PathLike) -> str:
+    """The architecture a checkpoint folder's config names (the default when it names none or cannot be read:
+    loading it will say what is wrong)."""
+    try:
+        model = read_config(folder, schema=False).get("model")
+    except (CheckpointError, OSError):
+        return DEFAULT
+    return str(model.get("architecture", DEFAULT)) if isinstance(model, dict) else DEFAULT
 
 
 def _load_tokenizers(folder: Path, layout: str) -> tuple[Any, Any]:

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import corpora
-from ..checkpoint import CheckpointError, list_checkpoints, read_config
+from ..checkpoint import CheckpointError, architecture_of, list_checkpoints, read_config
 from ..languages import language_pair
-from ..models import SEQ2SEQ_ARCHITECTURES, architecture_of
+from ..models import SEQ2SEQ_ARCHITECTURES
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED_ROOT = REPO / "checkpoints"

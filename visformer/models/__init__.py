@@ -5,10 +5,7 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-from ..architectures import DEFAULT, SEQ2SEQ, Family, architecture
+from ..architectures import SEQ2SEQ, Family, architecture
 from ..config import ModelConfig
 from ..model import Transformer
 from .lm import CausalLM, LMOutput, MaskedLM, lm_objective, mask_pieces
@@ -35,15 +32,6 @@ def attention_layers(config: ModelConfig) -> dict[str, int]:
     return architecture(config.architecture).attention_layers(config)
 
 
-def architecture_of(folder: str | Path) -> str:
-    """The architecture a checkpoint folder's config.json names (the default when absent or unreadable)."""
-    try:
-        model = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8")).get("model") or {}
-        return str(model.get("architecture", DEFAULT))
-    except (OSError, ValueError, AttributeError, RecursionError):
-        return DEFAULT  # loading it will say what is wrong
-
-
 __all__ = [
     "SEQ2SEQ_ARCHITECTURES",
     "CausalLM",
@@ -52,7 +40,6 @@ __all__ = [
     "Model",
     "RNNSeq2Seq",
     "RecurrentCache",
-    "architecture_of",
     "attention_layers",
     "build_model",
     "lm_objective",
