@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import re
 import shutil
-import sys
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -39,6 +37,7 @@ from .model import AttentionMaps
 from .models import Model, attention_layers, build_model
 from .records import Snapshot
 from .tasks import TASKS
+from .utils import hardware_info
 
 FORMAT = "visformer-checkpoint"
 VERSION = 1
@@ -106,21 +105,6 @@ def list_checkpoints(root: str | os.PathLike) -> list[Path]:
 # ---------------------------------------------------------------------------------------------
 # Saving
 # ---------------------------------------------------------------------------------------------
-
-
-def hardware_info() -> dict[str, Any]:
-    """Where this process runs: CPU, threads, GPU, torch and Python versions."""
-    info: dict[str, Any] = {
-        "platform": platform.platform(),
-        "cpu": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "python": sys.version.split()[0],
-    }
-    if torch.cuda.is_available():
-        info["gpu"] = torch.cuda.get_device_name(0)
-    return info
 
 
 def _unique_state(model: Model, half: bool) -> dict[str, Tensor]:

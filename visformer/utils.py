@@ -1,14 +1,17 @@
-"""Device selection, numeric precision and seeding."""
+"""Device selection, numeric precision, seeding, CPU threads and what hardware a run used."""
 
 from __future__ import annotations
 
 import os
+import platform
 import random
 import re
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -99,3 +102,18 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+
+
+def hardware_info() -> dict[str, Any]:
+    """Where this process runs: CPU, threads, GPU, torch and Python versions."""
+    info: dict[str, Any] = {
+        "platform": platform.platform(),
+        "cpu": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": sys.version.split()[0],
+    }
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+    return info
