@@ -117,3 +117,11 @@ def test_train_corpus_with_valid_files_trains_on_every_pair(tmp_path: Path) -> N
     trainer, test = cli_trainer(args)
     assert len(trainer.train_pairs) == len(pairs) and test == []
     assert [p.src for p in trainer.valid_examples] == [p.src for p in pairs[:5]]
+
+
+def test_a_corpus_of_one_meaning_cannot_be_held_out_and_says_so() -> None:
+    pairs = tuple(
+        Pair(f"{w} hello", "hello") for w in ("well", "oh", "so", "ah")
+    )  # one target: one component
+    with pytest.raises(ValueError, match="no pairs left to train on"):
+        recipes.prepare_data(recipes.PairsSource("hello", pairs, vocab_size=300))

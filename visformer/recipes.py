@@ -236,6 +236,10 @@ def split_data(source: DataSource, seed: int = 0) -> tuple[list[Any], list[Any],
     train, valid, test = (
         split_disjoint(pairs, n_valid, n_test, seed) if n_valid or n_test else (pairs, [], [])
     )
+    if not train:
+        raise ValueError(
+            f"{source.name}: every pair shares a sentence with a held-out one: no pairs left to train on"
+        )
     return train, list(source.valid_pairs) or valid, list(source.test_pairs) or test
 
 
