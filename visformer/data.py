@@ -42,7 +42,7 @@ class Splits(NamedTuple):
     test: list[Pair]
 
 
-def _read_lines(path: str | os.PathLike) -> list[str]:
+def read_lines(path: str | os.PathLike) -> list[str]:
     """Lines of a UTF-8 text file, without line endings; clear errors for missing, empty or non-UTF-8."""
     path = Path(path)
     if not path.is_file():
@@ -64,7 +64,7 @@ def _read_lines(path: str | os.PathLike) -> list[str]:
 
 def read_parallel(src_path: str | os.PathLike, tgt_path: str | os.PathLike) -> list[Pair]:
     """Pairs from two line-aligned files (line i of src translates line i of tgt); keeps every line."""
-    src, tgt = _read_lines(src_path), _read_lines(tgt_path)
+    src, tgt = read_lines(src_path), read_lines(tgt_path)
     if len(src) != len(tgt):
         raise TextError("error.line_counts", src=src_path, n_src=len(src), tgt=tgt_path, n_tgt=len(tgt))
     return [Pair(s.strip(), t.strip()) for s, t in zip(src, tgt, strict=True)]
@@ -73,7 +73,7 @@ def read_parallel(src_path: str | os.PathLike, tgt_path: str | os.PathLike) -> l
 def read_tsv(path: str | os.PathLike, src_col: int = 0, tgt_col: int = 1) -> list[Pair]:
     """Pairs from a tab-separated file (Tatoeba/manythings format: English<TAB>other[<TAB>attribution])."""
     pairs = []
-    for n, line in enumerate(_read_lines(path), start=1):
+    for n, line in enumerate(read_lines(path), start=1):
         if not line.strip():
             continue
         cols = line.split("\t")

@@ -23,7 +23,7 @@ import torch
 from .architectures import Family, of_family
 from .checkpoint import save_checkpoint
 from .config import ModelConfig, TrainConfig
-from .data import Pair, _read_lines
+from .data import Pair, read_lines
 from .models import build_model, lm_objective
 from .models.lm import lm_loss
 from .records import StepMetrics
@@ -42,9 +42,9 @@ MAX_LEN = 64
 
 def english_texts(data: Path) -> tuple[list[str], list[str]]:
     """Deduplicated English training sentences and the held-out ones (none of which is in training)."""
-    valid = list(dict.fromkeys(_read_lines(data / VALID_FILE)))
+    valid = list(dict.fromkeys(read_lines(data / VALID_FILE)))
     held = set(valid)
-    train = [t for f in TRAIN_FILES for t in _read_lines(data / f)]
+    train = [t for f in TRAIN_FILES for t in read_lines(data / f)]
     return [t for t in dict.fromkeys(train) if t not in held], valid
 
 

@@ -11,10 +11,10 @@ import json
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from ..checkpoint import CheckpointError, average_checkpoints, load_checkpoint
+from ..data import as_typed, read_lines
 from ..evaluation import bleu_by_source_length, corpus_scores, translate_all, translate_batch
 from ..utils import torch_threads
 from .common import UsageError, check_out, inference_threads, overwrite_option
@@ -42,22 +42,9 @@ def cmd_translate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_lines(path: str) -> list[str]:
-    """Lines of a UTF-8 file, or a UsageError naming it."""
-    p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"file not found: {path}")
-    data = p.read_bytes()
-    try:
-        return data.decode("utf-8").rstrip("\n").split("\n")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise UsageError(f"{path} is not UTF-8 text (bad byte at line {line}); re-save it as UTF-8") from exc
-
-
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """`evaluate`: sacreBLEU (cased, 13a) and chrF on --src/--ref."""
-    src, ref = _read_lines(args.src), _read_lines(args.ref)
+    src, ref = read_lines(args.src), read_lines(args.ref)
     if len(src) != len(ref):
         raise UsageError(f"{args.src} has {len(src)} lines but {args.ref} has {len(ref)}")
     ckpt = load_checkpoint(args.checkpoint)
@@ -103,8 +90,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def _typed_scores(ckpt: Any, src: list[str], ref: list[str], args: argparse.Namespace) -> dict[str, Any]:
     """BLEU/chrF with every source as a student may type it: no final punctuation; one space fewer."""
-    from ..data import as_typed
-
     scores = {}
     for name, typed in (
         ("no final punctuation", [as_typed(s, drop_final=True, join_at=None) for s in src]),
