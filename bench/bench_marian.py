@@ -47,20 +47,6 @@ def marian_model(config: ModelConfig):
     return MarianMTModel(hf_config).eval()
 
 
-@torch.no_grad()
-def visformer_greedy(model: Transformer, src: Tensor, new_tokens: int) -> Tensor:
-    """Greedy decoding of exactly `new_tokens` tokens with the KV cache (no early stop), (B, new_tokens)."""
-    encoded = model.encode(src)
-    cache = model.new_cache()
-    token = torch.full((src.shape[0], 1), BOS, dtype=torch.long)  # (B, 1)
-    out = []
-    for _ in range(new_tokens):
-        logits = model.decode(token, encoded, cache=cache).logits[:, -1]  # (B, V)
-        token = logits.argmax(-1, keepdim=True)
-        out.append(token)
-    return torch.cat(out, 1)
-
-
 def marian_generate(model, src: Tensor, new_tokens: int, beams: int) -> Callable[[], object]:
     """generate() forced to produce exactly `new_tokens` tokens (a random model rarely says eos)."""
     mask = torch.ones_like(src)
@@ -89,28 +75,29 @@ def in_bf16(fn: Callable[[], object]) -> Callable[[], object]:
     return run
 
 
-def library_strategies(model: Transformer, src: Tensor, new_tokens: int) -> dict[str, Callable[[], object]]:
-    """visformer.decoding's greedy and beam-4 (with their traces; greedy also without, as bulk translation runs)
-    when that module exists.
-
-    eos_id=-1 never matches, so they generate exactly `new_tokens` tokens like the forced peer.
+def library_strategies(model: Transformer, src: Tensor, new_tokens: int) -> dict[str, tuple[Callable, str]]:
+    """visformer.decoding's greedy and beam 4 (with their traces) at each precision, and greedy through the
+    reference path (Transformer.decode with the torch.cat cache, as before issue 30): name -> (fn, the peer's
+    precision). eos_id=-1 never matches, so they generate exactly `new_tokens` tokens like the forced peer.
     """
-    try:
-        from visformer.decoding import beam_search, greedy
-    except ImportError:
-        return {}
-    return {
-        "decoding.greedy": lambda: greedy(model, src, max_len=new_tokens, eos_id=-1),
-        "decoding.greedy, precision='fp32'": lambda: greedy(
-            model, src, max_len=new_tokens, eos_id=-1, precision="fp32"
-        ),
-        "decoding.greedy, no trace": lambda: greedy(
-            model, src, max_len=new_tokens, eos_id=-1, n_candidates=0
-        ),
-        "decoding.beam_search (4)": lambda: beam_search(
-            model, src, beam_size=4, max_len=new_tokens, eos_id=-1
-        ),
-    }
+    from visformer.decoding import beam_search, greedy, reference_decoding
+
+    def on_reference_path() -> object:
+        with reference_decoding():
+            return greedy(model, src, max_len=new_tokens, eos_id=-1)
+
+    runs: dict[str, tuple[Callable, str]] = {}
+    for name, fn, extra in (("greedy", greedy, {}), ("beam_search (4)", beam_search, {"beam_size": 4})):
+        for precision, peer in (("auto", "fp32"), ("fp32", "fp32"), ("bf16", "bf16")):
+            label = f"decoding.{name}" + ("" if precision == "auto" else f", precision='{precision}'")
+            runs[label] = (
+                lambda fn=fn, extra=extra, p=precision: fn(
+                    model, src, max_len=new_tokens, eos_id=-1, precision=p, **extra
+                ),
+                peer,
+            )
+    runs["decoding.greedy, reference path (before issue 30)"] = (on_reference_path, "fp32")
+    return runs
 
 
 def run(config: ModelConfig, quick: bool = False) -> Section:
@@ -118,13 +105,12 @@ def run(config: ModelConfig, quick: bool = False) -> Section:
     section = Section(
         title="Generation vs Hugging Face Marian",
         intro=(
-            "Generating exactly 20 target tokens for a 20-token source with the KV cache: visformer's "
-            "`encode` + cached `decode` loop against `transformers` `MarianMTModel.generate()` on a randomly "
-            "initialised Marian of the same size (no download; both untrained, so the output length is forced). "
-            "The bare loop is `encode` + cached `decode` + argmax; `visformer.decoding` strategies also record "
-            "their trace for the app and run at their default precision (see the notes). Marian runs greedy or "
-            "beam 4 to match. "
-            "Alternating runs; time in ms, median (min–max); speed-up = per-round Marian time / ours."
+            "Generating exactly 20 target tokens for a 20-token source with the KV cache: `visformer.decoding` "
+            "greedy and beam 4 (with the traces the app draws) of a model of the shipped size (d_model 256, 4 "
+            "heads, 3+3 layers, d_ff 1024, 8,000 pieces) against `transformers` `MarianMTModel.generate()` on a "
+            "randomly initialised Marian of the same size (no download; both untrained, so the output length is "
+            "forced). The Marian column names its precision. Alternating runs; time in ms, median (min–max); "
+            "speed-up = per-round Marian time / ours."
         ),
         header=["strategy", "batch", "visformer ms", "Marian generate() ms", "speed-up"],
     )
@@ -136,40 +122,41 @@ def run(config: ModelConfig, quick: bool = False) -> Section:
     torch.manual_seed(0)
     ours = Transformer(config).eval()
     peer = marian_model(config)
-    new_tokens, rounds = (5, 2) if quick else (20, 10)
+    new_tokens, rounds = (5, 2) if quick else (20, 7)
     for batch in (1,) if quick else (1, 64):
         src = torch.randint(4, config.src_vocab_size, (batch, 6 if quick else 20))
         src[:, -1] = EOS
-        greedy_peer = marian_generate(peer, src, new_tokens, beams=1)
-        fns = {"ours": lambda src=src: visformer_greedy(ours, src, new_tokens), "peer": greedy_peer}
-        _add_row(section, "greedy, bare cached loop", batch, alternate(fns, rounds))
-        strategies = library_strategies(ours, src, new_tokens)
-        for name, fn in strategies.items():
-            beams = 4 if "beam" in name else 1
-            peer_fn = greedy_peer if beams == 1 else marian_generate(peer, src, new_tokens, beams=4)
-            _add_row(section, name, batch, alternate({"ours": fn, "peer": peer_fn}, rounds))
-        if "decoding.greedy" in strategies:  # the peer under the same bf16 autocast as visformer's default
-            same = {"ours": strategies["decoding.greedy"], "peer": in_bf16(greedy_peer)}
-            _add_row(section, "decoding.greedy vs Marian under bf16 autocast", batch, alternate(same, rounds))
+        peers = {beams: marian_generate(peer, src, new_tokens, beams=beams) for beams in (1, 4)}
+        for name, (fn, precision) in library_strategies(ours, src, new_tokens).items():
+            peer_fn = peers[4 if "beam" in name else 1]
+            peer_fn = in_bf16(peer_fn) if precision == "bf16" else peer_fn
+            _add_row(section, name, batch, alternate({"ours": fn, "peer": peer_fn}, rounds), precision)
     import transformers
 
-    from visformer.utils import autocast_dtype
+    from visformer.decoding import decoding_dtype
 
-    dtype = autocast_dtype("auto", torch.device("cpu"), config.d_model)
+    cpu = torch.device("cpu")
+    picks = {rows: decoding_dtype(config, rows, cpu) for rows in (1, 4, 64, 256)}
+    picked = "; ".join(f"{rows} rows: layers {d.layers}, output {d.output}" for rows, d in picks.items())
     section.notes.append(
-        f"transformers {transformers.__version__}; both models in eval mode on the CPU; Marian and the bare loop "
-        "in fp32 (their default); `visformer.decoding` strategies at their default precision='auto', which here "
-        f"is {'bf16 autocast (a CPU with native bf16, d_model ≥ 256, as in training)' if dtype else 'fp32'}; "
-        "the last row runs Marian under the same autocast."
+        f"transformers {transformers.__version__}; both models in eval mode on the CPU, one process. Marian runs "
+        "in fp32 (its default) or, in the bf16 rows, under torch.autocast(bfloat16); `visformer.decoding` at "
+        "precision='auto' (no suffix) picks weight dtypes by rows decoded together (batch × beams), as measured "
+        f"in 'Decoding: where a token's time goes' ({picked}); 'bf16' is a bf16 copy of the weights made once, "
+        "log-probabilities in fp32."
     )
     return section
 
 
-def _add_row(section: Section, strategy: str, batch: int, times: dict[str, list[float]]) -> None:
+def _add_row(
+    section: Section, strategy: str, batch: int, times: dict[str, list[float]], peer_precision: str
+) -> None:
     """Append one comparison row from alternating timings."""
     ours, peer = Stat.of(times["ours"]).scaled(1e3), Stat.of(times["peer"]).scaled(1e3)
     speedup = ratio_stat(times["peer"], times["ours"])
-    section.rows.append([strategy, str(batch), ours.fmt(1), peer.fmt(1), f"{speedup.fmt(2)}×"])
+    row = [strategy, str(batch), ours.fmt(1), f"{peer.fmt(1)} ({peer_precision})", f"{speedup.fmt(2)}×"]
+    section.rows.append(row)
+    print(" | ".join(row), flush=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -284,13 +271,11 @@ def _opus_decoding(section: Section, ours: Transformer, hf_folder: Path, quick: 
     for batch in (1,) if quick else (1, 64):
         src = torch.randint(4, 200, (batch, 6 if quick else 20))
         src[:, -1] = 0  # Marian's </s>
-        for precision in (
-            ("fp32", "bf16") if batch == 1 else ("fp32",)
-        ):  # batch 64 fp32 only: the full grid ran past 34 min, loaded
+        for precision in ("auto", "fp32", "bf16") if batch == 1 else ("fp32", "bf16"):
             mine = _opus_strategies(ours, src, new_tokens, precision)
             for name, fn in mine.items():
                 theirs = marian_generate(peer, src, new_tokens, beams=4 if "beam" in name else 1)
-                theirs = in_bf16(theirs) if precision == "bf16" else theirs
+                theirs = in_bf16(theirs) if precision == "bf16" else theirs  # auto: against fp32
                 times = alternate({"ours": fn, "peer": theirs}, rounds if batch == 1 else 2)
                 ours_ms, peer_ms = Stat.of(times["ours"]).scaled(1e3), Stat.of(times["peer"]).scaled(1e3)
                 ratio = ratio_stat(times["peer"], times["ours"])

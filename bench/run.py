@@ -32,6 +32,7 @@ ORDER = [
     "Training throughput",
     "Training profile",
     "Decoding",
+    "Decoding: where a token's time goes",
     "Generation vs Hugging Face Marian",
     "Imported OPUS-MT (opus-mt-ko-en size)",
     "Time to learn",
@@ -65,6 +66,7 @@ def benchmarks(quick: bool) -> dict[str, Callable[[], SectionLike]]:
     decoding = optional_module("bench_decoding")
     if decoding is not None:
         found["decoding"] = lambda: decoding.run(quick=quick)
+    found["token"] = lambda: importlib.import_module("bench.bench_token").run(quick=quick)
     found["marian"] = lambda: importlib.import_module("bench.bench_marian").run(config, quick)
     found["opus"] = lambda: importlib.import_module("bench.bench_marian").run_opus(quick)
     found["learning"] = lambda: importlib.import_module("bench.bench_time_to_learn").run(quick=quick)

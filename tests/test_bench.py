@@ -165,5 +165,5 @@ def test_marian_peer_generates_in_quick_mode() -> None:
 
     section = bench_marian.run(TINY, quick=True)
     rows = _table_rows(section.markdown())
-    assert rows and rows[0][0].startswith("greedy")
+    assert rows and rows[0][0].startswith("decoding.greedy")
     assert all(r[-1].endswith("×") for r in rows)

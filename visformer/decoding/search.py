@@ -15,7 +15,7 @@ from ..tokenizer import BOS_ID, EOS_ID
 from ..utils import autocast_dtype
 from .fast import FastDecoder, decoding_dtype, fast_path_applies, fast_weights
 from .filters import Filtered, apply_temperature, draw, filter_distribution, length_penalty, top_p_filter
-from .trace import _STEP_FIELDS, BeamNode, DecodeResult, Hypothesis, Output, Step, _output, _record
+from .trace import BeamNode, DecodeResult, Hypothesis, Output, Step, TraceRecorder
 
 EXTRA_TARGET_TOKENS = 50  # default max length = source length + 50 (paper, section 6.1)
 N_CANDIDATES = 10  # candidates per step kept in the trace
@@ -97,9 +97,8 @@ def _check_src(model: Transformer, src: Tensor) -> None:
         )
 
 
-Chooser = Callable[
-    [Tensor, Tensor], tuple[Tensor, Filtered]
-]  # logits (A, V), rows (A,) -> token (A,), filtered
+# logits (A, V), rows (A,) -> token (A,), filtered (None: only the chosen token was kept, as greedy does)
+Chooser = Callable[[Tensor, Tensor], tuple[Tensor, Filtered | None]]
 
 
 def precision_context(model: Transformer, precision: str = "auto") -> torch.autocast:
@@ -136,13 +135,13 @@ def _generate(
         rows = torch.arange(batch)  # original sentence of each active row
         tokens = torch.full((batch,), bos_id, dtype=torch.long, device=src.device)  # (A,)
         running = torch.zeros(batch, device=src.device)  # (A,) log P so far
-        recs = [{name: [] for name in _STEP_FIELDS} for _ in range(batch)]
+        trace = TraceRecorder(batch, n_candidates)
         for t in range(1, steps + 1):
             logits = forbid_tokens(dec.step(tokens), (pad_id, bos_id))  # (A, V) fp32
             log_probs = torch.log_softmax(logits, dim=-1)  # (A, V)
             token, filtered = choose(logits, rows)  # (A,)
             running += log_probs.gather(1, token[:, None]).squeeze(1)
-            _record(recs, rows, token, log_probs, filtered, running, n_candidates)
+            trace.add(rows, token, log_probs, filtered, running)
             done = (token == eos_id).cpu() | (t >= limits[rows])  # (A,)
             if done.all():
                 break
@@ -153,7 +152,12 @@ def _generate(
                 dec.keep(keep)
                 token, running = token[keep], running[keep]
             tokens = token
-    return [_output(rec, eos_id) for rec in recs]
+    return trace.outputs(eos_id)
+
+
+def _argmax(logits: Tensor, rows: Tensor | None = None) -> tuple[Tensor, None]:
+    """The most probable token of each row of logits (A, V) (ties: the lower id); None: no other token kept."""
+    return logits.argmax(dim=-1), None
 
 
 def _choose_greedy(logits: Tensor, rows: Tensor | None = None) -> tuple[Tensor, Filtered]:
@@ -192,7 +196,7 @@ def greedy(
     """Pick the most probable token at every step (ties: the lower id) for each sentence of src (B, S)."""
 
     outputs = _generate(
-        model, src, _choose_greedy, max_len=max_len, bos_id=bos_id, eos_id=eos_id, head_mask=head_mask,
+        model, src, _argmax, max_len=max_len, bos_id=bos_id, eos_id=eos_id, head_mask=head_mask,
         n_candidates=n_candidates, precision=precision,
     )  # fmt: skip
     return DecodeResult("greedy", {"max_len": max_len}, outputs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 from torch import Tensor
 
 from .filters import Filtered
@@ -80,39 +81,59 @@ def _steps_from_lists(rec: dict[str, list]) -> list[Step]:
 _STEP_FIELDS = ("token", "token_prob", "logprob", "candidates", "probs", "filtered", "kept", "n_kept")
 
 
-def _record(
-    recs: list[dict[str, list]],
-    rows: Tensor,
-    token: Tensor,
-    log_probs: Tensor,
-    filtered: Filtered,
-    running: Tensor,
-    n_candidates: int,
-) -> None:
-    """Append one step's trace (top candidates, kept set, choice) to each active sentence's record.
+class TraceRecorder:
+    """Collects each step's trace as tensors during decoding and turns them into Steps at the end.
 
-    n_candidates 0 records only the choice and its probabilities (no candidates, n_kept 0): for bulk
-    translation, where nobody looks at the trace.
+    The loop only runs tensor ops (top candidates, gathers); the per-sentence Python lists are built once
+    in `outputs`, off the decoding loop. n_candidates 0 records only the choice and its probabilities (no
+    candidates, n_kept 0): for bulk translation, where nobody looks at the trace.
     """
-    columns = {
-        "token": token,
-        "token_prob": log_probs.gather(1, token[:, None]).squeeze(1).exp(),
-        "logprob": running,
-    }
-    if n_candidates > 0:
-        top_logp, top_i = log_probs.topk(min(n_candidates, log_probs.shape[-1]), dim=-1)  # (A, n)
-        columns |= {
-            "candidates": top_i,
-            "probs": top_logp.exp(),
-            "filtered": filtered.probs.gather(1, top_i),
-            "kept": filtered.kept.gather(1, top_i),
-            "n_kept": filtered.kept.count_nonzero(dim=1),
+
+    def __init__(self, batch: int, n_candidates: int) -> None:
+        self.batch, self.n_candidates = batch, n_candidates
+        self.steps: list[tuple[Tensor, dict[str, Tensor]]] = []  # (rows (A,), columns (A, ...))
+
+    def add(
+        self, rows: Tensor, token: Tensor, log_probs: Tensor, filtered: Filtered | None, running: Tensor
+    ) -> None:
+        """One step of the active rows: choice (A,), log-probabilities (A, V), filters (None: greedy's one token)."""
+        columns = {
+            "token": token,
+            "token_prob": log_probs.gather(1, token[:, None]).squeeze(1).exp(),
+            "logprob": running.clone(),
         }
-    lists = {name: col.tolist() for name, col in columns.items()}
-    empty = {name: [] for name in ("candidates", "probs", "filtered", "kept")} | {"n_kept": 0}
-    for a, row in enumerate(rows.tolist()):
-        for name in _STEP_FIELDS:
-            recs[row][name].append(lists[name][a] if name in lists else empty[name])
+        if self.n_candidates > 0:
+            top_logp, top_i = log_probs.topk(min(self.n_candidates, log_probs.shape[-1]), dim=-1)  # (A, n)
+            if filtered is None:  # only the chosen token is kept, with probability 1
+                kept = top_i == token[:, None]
+                columns |= {
+                    "filtered": kept.to(top_logp.dtype),
+                    "kept": kept,
+                    "n_kept": torch.ones_like(token),
+                }
+            else:
+                columns |= {
+                    "filtered": filtered.probs.gather(1, top_i),
+                    "kept": filtered.kept.gather(1, top_i),
+                    "n_kept": filtered.kept.count_nonzero(dim=1),
+                }
+            columns |= {"candidates": top_i, "probs": top_logp.exp()}
+        self.steps.append((rows, columns))
+
+    def records(self) -> list[dict[str, list]]:
+        """Per sentence, its step columns as lists."""
+        recs = [{name: [] for name in _STEP_FIELDS} for _ in range(self.batch)]
+        empty = {name: [] for name in ("candidates", "probs", "filtered", "kept")} | {"n_kept": 0}
+        for rows, columns in self.steps:
+            lists = {name: col.tolist() for name, col in columns.items()}
+            for a, row in enumerate(rows.tolist()):
+                for name in _STEP_FIELDS:
+                    recs[row][name].append(lists[name][a] if name in lists else empty[name])
+        return recs
+
+    def outputs(self, eos_id: int) -> list[Output]:
+        """Every sentence's Output."""
+        return [_output(rec, eos_id) for rec in self.records()]
 
 
 def _output(rec: dict[str, list], eos_id: int) -> Output:
