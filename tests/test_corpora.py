@@ -242,7 +242,7 @@ def test_shipped_ko_en_bt_mix_holds_out_its_own_test_set(tmp_path: Path, fake_ba
 
 
 def test_every_corpus_of_every_mix_is_in_the_registry_with_its_licence() -> None:
-    from visformer.corpora import CORPORA, corpus_of
+    from visformer.corpora import CORPORA, corpus_of, terms
 
     for mix in MIXES.values():
         for source in mix.sources:
@@ -252,6 +252,10 @@ def test_every_corpus_of_every_mix_is_in_the_registry_with_its_licence() -> None
     assert MIXES["ko-en-bt"].back_translation.license.startswith(CORPORA["tatoeba"].license)
     with pytest.raises(ValueError, match="no corpus in the registry"):
         corpus_of("somewhere-else/x.en")
+    files = ["tatoeba-deu-eng/a.en", "multi30k/train.en", "tatoeba-fra-eng/fra-eng.en"]
+    assert (
+        terms(files) == "Tatoeba: CC BY 2.0 FR; Multi30k: research/education"
+    )  # what the LM checkpoints record
 
 
 def test_the_readme_credits_every_corpus_under_the_registry_licence() -> None:

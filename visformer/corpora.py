@@ -94,6 +94,12 @@ def corpus_of(folder: str) -> CorpusInfo:
     raise ValueError(f"no corpus in the registry has the folder {top!r}")
 
 
+def terms(files: Sequence[str]) -> str:
+    """The corpora these data files come from, each with its licence ("Tatoeba: CC BY 2.0 FR; Multi30k: ...")."""
+    keys = dict.fromkeys(corpus_of(f).key for f in files)
+    return "; ".join(f"{CORPORA[k].name}: {CORPORA[k].license}" for k in keys)
+
+
 # ---------------------------------------------------------------------------------------------
 # The mixes
 # ---------------------------------------------------------------------------------------------

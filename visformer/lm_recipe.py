@@ -23,6 +23,7 @@ import torch
 from .architectures import Family, of_family
 from .checkpoint import save_checkpoint
 from .config import ModelConfig, TrainConfig
+from .corpora import terms
 from .data import Pair, read_lines
 from .models import build_model, lm_objective
 from .models.lm import lm_loss
@@ -32,10 +33,6 @@ from .training import Trainer
 
 TRAIN_FILES = ("tatoeba-deu-eng/tatoeba-deu-eng.en", "multi30k/train.en")
 VALID_FILE = "multi30k/val.en"
-DATA_TERMS = {
-    "tatoeba-deu-eng": "Tatoeba (tatoeba.org) via manythings.org/anki, CC BY 2.0 FR",
-    "multi30k": "Multi30k (Elliott et al., 2016), non-commercial research and education use",
-}
 VOCAB_SIZE = 4000
 MAX_LEN = 64
 
@@ -88,7 +85,7 @@ def run(
     valid_loss = lm_loss(model, valid, tok)  # a seeded masking: the number the checkpoint records
     info = {
         "data": f"English side of {', '.join(TRAIN_FILES)} ({len(train)} distinct sentences); held out: {VALID_FILE}",
-        "terms": "; ".join(DATA_TERMS.values()),
+        "terms": terms(TRAIN_FILES),
         "objective": model.objective,
         "steps": steps,
         "train_time_s": round(train_time, 1),
