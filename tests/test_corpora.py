@@ -258,10 +258,11 @@ def test_every_corpus_of_every_mix_is_in_the_registry_with_its_licence() -> None
     )  # what the LM checkpoints record
 
 
-def test_the_readme_credits_every_corpus_under_the_registry_licence() -> None:
+@pytest.mark.parametrize("readme", ["README.md", "checkpoints/README.md"])
+def test_the_readme_credits_every_corpus_under_the_registry_licence(readme: str) -> None:
     from visformer.corpora import CORPORA
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[1] / readme).read_text(encoding="utf-8")
     credits = readme.split("## Data credits", 1)[1].split("\n## ", 1)[0]
     bullets = {b.split("**")[1]: " ".join(b.split()) for b in credits.split("\n- ")[1:]}
     assert set(bullets) == {c.name for c in CORPORA.values()}
