@@ -1,19 +1,51 @@
-"""Shared fixtures: tiny configs that run in seconds."""
+"""Shared fixtures: tiny configs that run in seconds, the app's checkpoint folders, a server and a browser.
+
+Helpers that are not fixtures live in tests/helpers/ (checkpoints, AppTest, Chromium, system programs).
+"""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
 
-from visformer import ModelConfig, Transformer
-
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+from bench.bench_app import free_port, healthy
+from deploy.launch import stop_process
+from tests.helpers.app import use_checkpoints
+from tests.helpers.browser import CHROMIUM_ARGS, STARTUP_S
+from tests.helpers.checkpoints import (
+    make_checkpoint,
+    tiny_config,
+    trained_checkpoint,
+    untrained_checkpoint,
+)
+from tests.helpers.paths import REPO
+from tests.helpers.system import chromium
+from visformer import Transformer
+from visformer.checkpoint import list_checkpoints
 
 # Tests run tiny models: one torch thread is faster than several on a small shared machine (one model test took
 # 70 s with the default threads and 8.5 s with one on 2 cores), and results do not depend on the core count.
 torch.set_num_threads(1)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that drives Chromium (through the `server` or `browser` fixture) is marked `browser`."""
+    unmarked = [
+        item.nodeid
+        for item in items
+        if {"server", "browser"} & set(getattr(item, "fixturenames", ()))
+        and not item.get_closest_marker("browser")
+    ]
+    if unmarked:
+        raise pytest.UsageError(f"tests that drive Chromium without @pytest.mark.browser: {unmarked}")
 
 
 @pytest.fixture(autouse=True)
@@ -21,25 +53,103 @@ def _deterministic() -> None:
     torch.manual_seed(0)
 
 
-def tiny_config(**overrides) -> ModelConfig:
-    """A model small enough for unit tests (d_model=16, one layer each side)."""
-    base = dict(
-        src_vocab_size=20,
-        tgt_vocab_size=20,
-        d_model=16,
-        n_heads=4,
-        n_encoder_layers=1,
-        n_decoder_layers=1,
-        d_ff=32,
-        dropout=0.0,
-        max_len=64,
-        pad_id=0,
-    )
-    base.update(overrides)
-    return ModelConfig(**base)
-
-
 @pytest.fixture
 def tiny_model() -> Transformer:
     """A two-layer tiny model in eval mode."""
     return Transformer(tiny_config(n_encoder_layers=2, n_decoder_layers=2)).eval()
+
+
+# ---------------------------------------------------------------------------------------------
+# The app's checkpoint folders: a "shipped" folder built once per session, a fresh user folder per module
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def tiny_shipped(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An untrained tiny reverse-task model (2 layers, 2 heads): `tiny-reverse`."""
+    shipped = tmp_path_factory.mktemp("shipped-tiny")
+    make_checkpoint(shipped)
+    return shipped
+
+
+@pytest.fixture(scope="session")
+def toy_shipped(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A toy Transformer trained on the copy task with snapshots (`toy-copy`) and one without (`no-snapshots`)."""
+    shipped = tmp_path_factory.mktemp("shipped-toy")
+    trained_checkpoint(shipped)
+    untrained_checkpoint(shipped)
+    return shipped
+
+
+@pytest.fixture(scope="session")
+def toy_rnn_shipped(toy_shipped: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """toy_shipped's two models and two RNN seq2seq trained on the same task (Bahdanau attention, none)."""
+    shipped = tmp_path_factory.mktemp("shipped-toy-rnn")
+    shutil.copytree(toy_shipped, shipped, dirs_exist_ok=True)
+    for architecture in ("rnn-bahdanau", "rnn-none"):
+        trained_checkpoint(shipped, architecture, architecture=architecture)
+    return shipped
+
+
+@pytest.fixture(scope="module")
+def roots(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(shipped, user) checkpoint folders: the fixture a module names in `SHIPPED_FIXTURE` (default tiny_shipped)."""
+    shipped = request.getfixturevalue(getattr(request.module, "SHIPPED_FIXTURE", "tiny_shipped"))
+    return shipped, tmp_path_factory.mktemp("user")
+
+
+@pytest.fixture
+def env(roots: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """Point the app at `roots` for one test."""
+    return use_checkpoints(monkeypatch, roots)
+
+
+# ---------------------------------------------------------------------------------------------
+# The real app in a real browser: one `streamlit run app.py` and one Chromium per module
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Start `streamlit run app.py` on a free loopback port; yield its URL; stop it afterwards."""
+    chromium()
+    env = dict(os.environ)
+    env["VISFORMER_USER_CHECKPOINTS"] = str(tmp_path_factory.mktemp("user-checkpoints"))
+    if not list_checkpoints(REPO / "checkpoints"):  # no shipped checkpoint in this tree yet
+        shipped = tmp_path_factory.mktemp("shipped")
+        make_checkpoint(shipped)
+        env["VISFORMER_CHECKPOINTS"] = str(shipped)
+    port = free_port()
+    log = (tmp_path_factory.mktemp("server") / "streamlit.log").open("w")
+    cmd = [
+        sys.executable, "-m", "streamlit", "run", "app.py",
+        "--server.headless", "true",
+        "--server.port", str(port),
+        "--server.address", "127.0.0.1",
+        "--browser.gatherUsageStats", "false",
+        "--server.fileWatcherType", "none",
+    ]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + STARTUP_S
+        while not healthy(url):
+            if proc.poll() is not None:
+                pytest.fail(f"streamlit exited with code {proc.returncode}; see {log.name}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"streamlit did not become healthy within {STARTUP_S} s; see {log.name}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        stop_process(proc)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Chromium per module (Playwright's event loop closes with the module)."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=chromium(), args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()

@@ -2,118 +2,32 @@
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
-from streamlit.testing.v1 import AppTest
 
 from pages import _views as schema
-from visformer import i18n
-from visformer.checkpoint import save_checkpoint
+from tests.helpers.app import (
+    ATTENTION,
+    ATTENTION_TAB_LABELS,
+    ATTENTION_TABS,
+    PE,
+    array,
+    chart_by_title,
+    markdown,
+    open_tab,
+    run_app,
+    specs,
+    title,
+)
+from tests.helpers.checkpoints import make_checkpoint
 from visformer.classroom import catalogue
-from visformer.config import ModelConfig
 from visformer.decoding import STRATEGIES
 from visformer.explain import examples as example_text
 from visformer.explain import views as sup
 from visformer.explain.decoding import DEFAULT_STRATEGIES
-from visformer.model import Transformer
-from visformer.tasks import task_tokenizer
-
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
-ATTENTION = "pages/attention.py"
-PE = "pages/positional_encoding.py"
-TIMEOUT = 120  # seconds per script run: generous for a shared 2-core machine, not a performance limit
-ATTENTION_TABS = list(schema.ATTENTION_TABS)  # the Attention page's tabs, by id
-ATTENTION_TAB_LABELS = [i18n.t(f"attention.tab.{tab}", "en") for tab in ATTENTION_TABS]  # as shown in English
-
-# ---------------------------------------------------------------------------------------------
-# Fixtures: a tiny toy-task checkpoint (2 layers, 2 heads) in a temporary "shipped" folder
-# ---------------------------------------------------------------------------------------------
-
-
-def make_checkpoint(folder: Path, name: str = "tiny-reverse") -> Path:
-    """An untrained reverse-task model small enough to translate in milliseconds."""
-    torch.manual_seed(0)
-    tok = task_tokenizer("reverse")
-    cfg = ModelConfig(
-        src_vocab_size=tok.vocab_size,
-        tgt_vocab_size=tok.vocab_size,
-        d_model=16,
-        n_heads=2,
-        n_encoder_layers=2,
-        n_decoder_layers=2,
-        d_ff=32,
-        dropout=0.0,
-        max_len=24,
-    )
-    return save_checkpoint(folder / name, Transformer(cfg).eval(), tok, tok, task="reverse")
-
-
-@pytest.fixture(scope="module")
-def roots(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    shipped = tmp_path_factory.mktemp("shipped")
-    make_checkpoint(shipped)
-    return shipped, tmp_path_factory.mktemp("user")
-
-
-@pytest.fixture
-def env(roots: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
-    monkeypatch.setenv("VISFORMER_CHECKPOINTS", str(roots[0]))
-    monkeypatch.setenv("VISFORMER_USER_CHECKPOINTS", str(roots[1]))
-    return roots
-
-
-def run_app(page: str | None = None, **params: str) -> AppTest:
-    """Run the app (optionally switching to `page`) with query parameters; fail on any exception."""
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    for name, value in params.items():
-        at.query_params[name] = value
-    at.run()
-    if page:
-        at.switch_page(page).run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def specs(at: AppTest) -> list[dict]:
-    """Every plotly figure on the page, as the JSON sent to the browser."""
-    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
-
-
-def array(value) -> np.ndarray:
-    """A plotly JSON array: a plain list, or a typed array {"dtype", "bdata", "shape"}."""
-    if isinstance(value, dict):
-        data = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
-        shape = value.get("shape")
-        return data.reshape([int(n) for n in str(shape).split(",")]) if shape else data
-    return np.array(value, dtype=float)
-
-
-def title(spec: dict) -> str:
-    return spec["layout"].get("title", {}).get("text", "").replace("<br>", " ")  # a long title is wrapped
-
-
-def chart_by_title(at: AppTest, start: str) -> dict:
-    matches = [s for s in specs(at) if title(s).startswith(start)]
-    assert matches, f"no chart titled {start!r}: {[title(s) for s in specs(at)]}"
-    return matches[0]
-
-
-def open_tab(at: AppTest, tab: str) -> AppTest:
-    """Switch the Attention page's tab (only the open tab is computed) and rerun."""
-    at.session_state["tab"] = tab
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def markdown(at: AppTest, start: str) -> str:
-    return next(m.value for m in at.markdown if m.value.startswith(start))
-
 
 # ---------------------------------------------------------------------------------------------
 # Attention page
@@ -364,6 +278,12 @@ def test_parse_view_validates_every_parameter() -> None:
     bad = schema.parse_view({"layer": "x", "view": "?", "ablate": "e0", "pe_len": ["20", "5000"]})
     assert bad["layer"] == 0 and bad["view"] == "cross" and bad["ablate"] == ()
     assert bad["pe_len"] == 1000  # repeated key: the last one, clipped into range
+    # the Attention page's tabs by id; a link from before the ids (an English label) opens the same tab
+    assert (
+        schema.parse_view({"tab": "inside"})["tab"]
+        == schema.parse_view({"tab": "Inside one head"})["tab"]
+        == "inside"
+    )
     assert (
         schema.parse_view({"sentence": "x" * 3000})["sentence"] == "x" * 3000
     )  # the page cuts it, saying so
@@ -382,19 +302,22 @@ def test_url_params_leave_defaults_out() -> None:
 def test_decoding_and_timeline_parameters_are_validated() -> None:
     good = schema.parse_view(
         {"dec_strategies": "top-p,beam,top-p", "dec_beam_alpha": "1.3", "dec_beam_beam_size": "99",
-         "tl_average": "1", "tl_step": "12", "dec_tab": "Samples"}
+         "tl_average": "1", "tl_step": "12", "dec_tab": "samples"}
     )  # fmt: skip
     assert good["dec_strategies"] == ("top-p", "beam")  # order kept, repeats dropped
     assert (
         good["dec_beam_alpha"] == 1.3 and good["dec_beam_beam_size"] == 16
     )  # clipped to the strategy's range
-    assert good["tl_average"] is True and good["tl_step"] == 12 and good["dec_tab"] == "Samples"
+    assert good["tl_average"] is True and good["tl_step"] == 12 and good["dec_tab"] == "samples"
     bad = schema.parse_view(
         {"dec_strategies": "beam,nope", "dec_beam_alpha": "nan", "dec_top-p_top_p": "inf", "tl_average": "maybe",
          "dec_tab": "Beam", "dec_seed": "1.5", "dec_step_strategy": ""}
     )  # fmt: skip
     assert bad["dec_strategies"] == DEFAULT_STRATEGIES and bad["dec_beam_alpha"] == 0.6
-    assert bad["dec_top-p_top_p"] == 0.9 and bad["tl_average"] is False and bad["dec_tab"] == "Step by step"
+    assert bad["dec_top-p_top_p"] == 0.9 and bad["tl_average"] is False and bad["dec_tab"] == "steps"
+    assert (
+        schema.parse_view({"dec_tab": "Beam search tree"})["dec_tab"] == "beam"
+    )  # a link from before the ids
     assert bad["dec_seed"] == 0 and bad["dec_step_strategy"] == "greedy"
     every = {schema.decoding_param_key(s.name, p.name) for s in STRATEGIES.values() for p in s.params}
     assert every <= set(schema.VIEW_PARAMS)  # every strategy parameter can be linked

@@ -9,17 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.test_app import (  # noqa: F401  (env and roots are fixtures)
-    ATTENTION_TABS,
-    array,
-    chart_by_title,
-    env,
-    open_tab,
-    roots,
-    run_app,
-    specs,
-    title,
-)
+from tests.helpers.app import ATTENTION_TABS, array, chart_by_title, open_tab, run_app, specs, title
 from visformer.checkpoint import load_checkpoint
 from visformer.classroom.inputs import escape_markdown
 from visformer.decoding import translate
@@ -28,7 +18,7 @@ from visformer.explain import views as sup
 from visformer.explain.attention import short_label
 from visformer.explain.style import escape, escaped
 
-pytestmark = pytest.mark.usefixtures("env")  # the tiny checkpoint of tests/test_app.py
+pytestmark = pytest.mark.usefixtures("env")  # the tiny checkpoint (conftest: tiny_shipped)
 
 
 def checkpoint():

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
-from tests.test_app_timeline import chart_specs, env, open_link, open_page, roots  # noqa: F401 (fixtures)
+from tests.helpers.app import DECODING, korean, open_link, open_page, specs
 from visformer.classroom.inputs import escape_markdown
 from visformer.decoding import STRATEGIES
 from visformer.explain.decoding import DEFAULT_STRATEGIES
 
-DECODING = "pages/decoding.py"
+SHIPPED_FIXTURE = "toy_rnn_shipped"  # conftest: toy models trained with snapshots, and two RNNs
 NAMES = list(STRATEGIES)
 COMBINATIONS = (
     [[name] for name in NAMES] + [list(pair) for pair in itertools.combinations(NAMES, 2)] + [NAMES]
@@ -19,7 +21,7 @@ COMBINATIONS = (
 
 
 @pytest.fixture(scope="module")
-def page(roots) -> object:  # noqa: F811
+def page(roots) -> object:
     """One session on the Decoding page, reused across combinations (each test sets what it needs)."""
     import os
 
@@ -47,7 +49,7 @@ def open_tab(at, tab: str):
 
 @pytest.mark.parametrize("chosen", COMBINATIONS, ids=["+".join(c) for c in COMBINATIONS])
 def test_every_strategy_combination_renders(page, chosen: list[str]) -> None:
-    at = open_tab(page, "Step by step")
+    at = open_tab(page, "steps")
     at.multiselect(key="dec_strategies").set_value(chosen).run()
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]
@@ -60,7 +62,7 @@ def test_every_strategy_combination_renders(page, chosen: list[str]) -> None:
         if sliders:
             sliders[0].set_value(sliders[0].max).run()
         assert not at.exception, [e.value for e in at.exception]
-        titles = [spec["layout"]["title"]["text"] for spec in chart_specs(at)]
+        titles = [spec["layout"]["title"]["text"] for spec in specs(at)]
         assert any("chose" in title for title in titles)
 
 
@@ -78,7 +80,7 @@ def test_reference_adds_bleu(page) -> None:
 
 
 def test_samples_show_their_diversity(page) -> None:
-    at = open_tab(page, "Samples")
+    at = open_tab(page, "samples")
     at.multiselect(key="dec_strategies").set_value(["greedy", "temperature"]).run()
     at.selectbox(key="dec_sampler").set_value("temperature").run()
     at.slider(key="dec_n").set_value(6).run()
@@ -86,7 +88,7 @@ def test_samples_show_their_diversity(page) -> None:
     assert not at.exception
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Different outputs"].endswith("/ 6")
-    first = [spec for spec in chart_specs(at) if "samples" in spec["layout"]["title"]["text"]][0]
+    first = [spec for spec in specs(at) if "samples" in spec["layout"]["title"]["text"]][0]
     assert sum(first["data"][0]["x"]) == 6  # every sample is counted once
     at.slider(key="dec_temperature_temperature").set_value(
         2.5
@@ -95,12 +97,12 @@ def test_samples_show_their_diversity(page) -> None:
 
 
 def test_beam_tree_and_parameters(page) -> None:
-    at = open_tab(page, "Beam search tree")
+    at = open_tab(page, "beam")
     at.multiselect(key="dec_strategies").set_value(["beam"]).run()
     at.number_input(key="dec_beam_beam_size").set_value(3).run()
     assert not at.exception
     assert "beam_size=3" in at.dataframe[0].value.loc[0, "strategy"]
-    tree = [spec for spec in chart_specs(at) if "beam (rank" in str(spec["layout"].get("yaxis", {}))][0]
+    tree = [spec for spec in specs(at) if "beam (rank" in str(spec["layout"].get("yaxis", {}))][0]
     ranks = [y for trace in tree["data"] if trace.get("mode") == "markers+text" for y in trace.get("y", [])]
     assert max(ranks) <= 2  # three beams: ranks 0..2
 
@@ -113,14 +115,14 @@ def test_the_comparison_computes_no_attention_maps(page, monkeypatch) -> None:
         raise AssertionError("the Decoding page computed attention maps it never shows")
 
     monkeypatch.setattr(visformer.decoding, "output_attention", refuse)
-    at = open_tab(page, "Step by step")
+    at = open_tab(page, "steps")
     at.multiselect(key="dec_strategies").set_value(NAMES).run()
     fresh = "q w q z w k"  # a sentence no other test decodes: no cache hit
     at.text_input(key="sentence").input(fresh).run()
     assert not at.exception, [e.value for e in at.exception]
     table = at.dataframe[0].value
     assert len(table) == len(NAMES) and (table["length"] >= 1).all()
-    assert open_tab(at, "Beam search tree").get("plotly_chart")
+    assert open_tab(at, "beam").get("plotly_chart")
 
 
 def test_empty_sentence_gets_a_message(page) -> None:
@@ -132,7 +134,7 @@ def test_empty_sentence_gets_a_message(page) -> None:
     assert not at.error
 
 
-def test_url_parameters_restore_the_step_view(env) -> None:  # noqa: F811 (fixture imported above)
+def test_url_parameters_restore_the_step_view(env) -> None:
     link = {
         "checkpoint": "toy-copy", "sentence": "a b c d", "dec_strategies": "top-k,beam", "dec_beam_beam_size": "3",
         "dec_top-k_top_k": "5", "dec_top-k_seed": "7", "dec_step_strategy": "top-k", "dec_step": "1",
@@ -152,31 +154,29 @@ def test_url_parameters_restore_the_step_view(env) -> None:  # noqa: F811 (fixtu
     assert (
         step.value == 1 and step.format_func(step.value) == "2"
     )  # counted from 0 in the URL, from 1 on screen
-    titles = [spec["layout"]["title"]["text"] for spec in chart_specs(at)]
+    titles = [spec["layout"]["title"]["text"] for spec in specs(at)]
     assert any(t.startswith("Output step 2:") for t in titles), titles
     assert not any(t.startswith("Output step 0") for t in titles), titles
     assert dict(at.query_params) == link  # the page writes back the same link
 
 
-def test_url_parameters_restore_the_beam_and_sample_tabs(env) -> None:  # noqa: F811 (fixture imported above)
+def test_url_parameters_restore_the_beam_and_sample_tabs(env) -> None:
     at = open_link(DECODING, checkpoint="toy-copy", sentence="a b c", dec_strategies="beam",
-                   dec_beam_beam_size="2", dec_tab="Beam search tree")  # fmt: skip
-    assert at.session_state["dec_tab"] == "Beam search tree"
-    tree = [spec for spec in chart_specs(at) if "beam (rank" in str(spec["layout"].get("yaxis", {}))][0]
+                   dec_beam_beam_size="2", dec_tab="beam")  # fmt: skip
+    assert at.session_state["dec_tab"] == "beam"
+    tree = [spec for spec in specs(at) if "beam (rank" in str(spec["layout"].get("yaxis", {}))][0]
     ranks = [y for trace in tree["data"] if trace.get("mode") == "markers+text" for y in trace.get("y", [])]
     assert max(ranks) <= 1  # two beams
-    at = open_link(DECODING, checkpoint="toy-copy", sentence="a b c", dec_tab="Samples", dec_sampler="top-p",
+    at = open_link(DECODING, checkpoint="toy-copy", sentence="a b c", dec_tab="samples", dec_sampler="top-p",
                    dec_n="4", dec_seed="5", **{"dec_top-p_top_p": "0.5"})  # fmt: skip
     assert at.selectbox(key="dec_sampler").value == "top-p"
     assert at.slider(key="dec_n").value == 4 and at.number_input(key="dec_seed").value == 5
     assert next(m for m in at.metric if m.label == "Different outputs").value.endswith("/ 4")
     assert any("top-p (top_p=0.5, seed=5)" in c.value for c in at.caption)
-    assert not any(
-        "chose" in spec["layout"]["title"]["text"] for spec in chart_specs(at)
-    )  # only the open tab runs
+    assert not any("chose" in spec["layout"]["title"]["text"] for spec in specs(at))  # only the open tab runs
 
 
-def test_invalid_decoding_parameters_fall_back(env) -> None:  # noqa: F811 (fixture imported above)
+def test_invalid_decoding_parameters_fall_back(env) -> None:
     at = open_link(DECODING, checkpoint="toy-copy", sentence="a b c", dec_strategies="beam,nope",
                    dec_beam_beam_size="abc", dec_tab="x", dec_step="-3", dec_step_strategy="top-p",
                    dec_n="1e9", dec_seed="-1", **{"dec_beam_alpha": "nan", "dec_top-k_top_k": "0", "dec_temperature_temperature": "0.33"})  # fmt: skip
@@ -189,10 +189,10 @@ def test_invalid_decoding_parameters_fall_back(env) -> None:  # noqa: F811 (fixt
     assert (
         at.slider(key="dec_temperature_temperature").value == 0.33
     )  # off the slider's 0.05 grid, still kept
-    assert at.session_state["dec_tab"] == "Step by step"
+    assert at.session_state["dec_tab"] == "steps"
     assert at.selectbox(key="dec_step_strategy").value == "top-p"
     assert at.select_slider(key="dec_step").value == 0
-    at.session_state["dec_tab"] = "Samples"
+    at.session_state["dec_tab"] = "samples"
     at.run()
     assert not at.exception
     assert at.slider(key="dec_n").value == 10 and at.number_input(key="dec_seed").value == 0
@@ -219,7 +219,7 @@ def test_greedy_and_the_samplers_share_one_decoding_batch(page, monkeypatch) -> 
     assert len(at.dataframe[0].value) == 5
 
 
-def test_korean_mode_names_strategies_and_refuses_input_in_korean(env) -> None:  # noqa: F811 (fixture imported above)
+def test_korean_mode_names_strategies_and_refuses_input_in_korean(env) -> None:
     at = open_link(DECODING, checkpoint="toy-copy", sentence="a b c", dec_strategies="beam,greedy", lang="ko")
     assert list(at.dataframe[0].value["strategy"]) == ["빔 서치 (alpha=0.6, beam_size=4)", "그리디"]
     at.text_input(key="sentence").input("x" * 250).run()
@@ -231,7 +231,7 @@ def test_korean_mode_names_strategies_and_refuses_input_in_korean(env) -> None: 
     ]
 
 
-def test_strategy_chips_are_named_in_the_interface_language(env) -> None:  # noqa: F811 (fixture imported above)
+def test_strategy_chips_are_named_in_the_interface_language(env) -> None:
     at = open_link(DECODING, checkpoint="toy-copy", sentence="a b c", lang="ko")
     chips = at.multiselect(key="dec_strategies")
     assert chips.value == ["greedy", "beam", "temperature", "top-k", "top-p"]  # code names in the URL
@@ -243,3 +243,63 @@ def test_strategy_chips_are_named_in_the_interface_language(env) -> None:  # noq
         "top-k 샘플링",
         "top-p 샘플링",
     ]
+
+
+def open_decoding(checkpoint: str = "toy-copy", **params: str) -> AppTest:
+    """The Decoding page on `checkpoint` with the sentence "a b c d" and these URL parameters."""
+    return open_link(DECODING, checkpoint=checkpoint, sentence="a b c d", **params)
+
+
+def test_every_column_of_the_comparison_table_has_a_width_and_a_short_label(env) -> None:
+    """Issue 13: the last column ("ended with </s>") was cut off; every column now has a set width."""
+    at = open_decoding()
+    columns = json.loads(at.dataframe[0].proto.columns)
+    columns.pop("_index", None)  # hide_index's own entry
+    assert set(columns) == {"strategy", "output", "log P", "log P / token", "length", "ended with </s>"}
+    assert all(c.get("width") for c in columns.values()), columns
+    assert columns["ended with </s>"]["label"] == "</s>" and columns["output"]["width"] == "large"
+
+
+def test_decoding_says_what_the_filters_removed(env) -> None:
+    """Issue 15: say when the filters removed nothing, or left one token (the draw could only be greedy's)."""
+    at = open_decoding(dec_strategies="temperature,top-p", **{"dec_top-p_top_p": "0.05"})
+    notes = " ".join(c.value for c in at.caption)
+    assert "temperature (seed=0, temperature=1): no token was filtered out; all 28 tokens" in notes, notes
+    assert "top-p (seed=0, top_p=0.05): only one token was left at every step" in notes, notes
+
+
+def test_same_seed_is_explained_and_seeds_can_be_varied(env) -> None:
+    """Issue 15: temperature / top-k / top-p with one seed often agree; say why, and offer different seeds."""
+    at = open_decoding(dec_strategies="greedy,temperature,top-k,top-p")
+    note = next(i.value for i in at.info if i.value.startswith("Same seed (0) for temperature, top-k, top-p"))
+    assert "expected, not a bug" in note
+    at.button(key="dec_vary_seeds_0").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    seeds = [at.session_state[f"dec_{s}_seed"] for s in ("temperature", "top-k", "top-p")]
+    assert seeds == [0, 1, 2]
+    assert not any(i.value.startswith("Same seed") for i in at.info)
+    assert list(at.dataframe[0].value["strategy"])[1:] == [
+        "temperature (seed=0, temperature=1)", "top-k (seed=1, top_k=10)", "top-p (seed=2, top_p=0.9)",
+    ]  # fmt: skip
+
+
+def test_decoding_an_rnn_checkpoint(env) -> None:
+    """Issue 16: every strategy, the beam tree and the samples run on a GRU seq2seq."""
+    at = open_decoding("rnn-bahdanau", dec_strategies="greedy,beam,top-k", dec_tab="beam")
+    assert not at.error, [e.value for e in at.error]
+    assert len(at.dataframe[0].value) == 3
+    assert any("beam (rank" in str(spec["layout"].get("yaxis", {})) for spec in specs(at))
+    at.session_state["dec_tab"] = "samples"
+    at.run()
+    assert not at.exception and any(m.label == "Different outputs" for m in at.metric)
+
+
+def test_decoding_in_korean_keeps_the_tab_in_the_link(env) -> None:
+    at = korean(open_decoding(dec_tab="samples"))
+    assert [t.value for t in at.title] == ["디코딩"]
+    assert [t.label for t in at.tabs] == ["스텝별로 보기", "빔 서치 트리", "샘플"]
+    assert any(m.label == "서로 다른 출력" for m in at.metric)  # the Samples tab is the open one
+    assert at.query_params["dec_tab"] == "samples"  # the URL keeps the language-neutral value
+    columns = json.loads(at.dataframe[0].proto.columns)
+    assert columns["output"]["label"] == "출력" and columns["length"]["label"] == "토큰 수"
+    assert any(c.value.startswith("온도 샘플링 (seed=0, temperature=1): 필터가") for c in at.caption)

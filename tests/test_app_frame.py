@@ -12,7 +12,8 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from tests.test_app import APP, ATTENTION, PE, TIMEOUT, env, make_checkpoint, roots, run_app  # noqa: F401  (fixtures)
+from tests.helpers.app import APP, ATTENTION, PE, TIMEOUT, run_app, use_checkpoints
+from tests.helpers.checkpoints import make_checkpoint
 from visformer import i18n
 from visformer.checkpoint import save_checkpoint
 from visformer.classroom import catalogue
@@ -54,9 +55,7 @@ def lang_roots(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 @pytest.fixture
 def langs(lang_roots: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
-    monkeypatch.setenv("VISFORMER_CHECKPOINTS", str(lang_roots[0]))
-    monkeypatch.setenv("VISFORMER_USER_CHECKPOINTS", str(lang_roots[1]))
-    return lang_roots
+    return use_checkpoints(monkeypatch, lang_roots)
 
 
 def sidebar_text(at: AppTest) -> str:
@@ -278,6 +277,12 @@ def test_long_sentence_is_cut_to_the_local_limit_with_a_message_in_both_language
 
 
 @pytest.mark.usefixtures("env")
+def test_long_sentence_in_url_is_cut_to_the_configured_limit_with_notice() -> None:
+    at = run_app(sentence=LONG)
+    assert any("cut to the first 2,000 of its 2,799 characters" in m for m in notices(at)), notices(at)
+
+
+@pytest.mark.usefixtures("env")
 def test_long_sentence_in_hosted_mode_is_cut_to_300_characters_saying_so(monkeypatch) -> None:
     monkeypatch.setenv("VISFORMER_HOSTED", "1")
     at = run_app(sentence=LONG)  # from the URL: cut, and the page says so
@@ -286,7 +291,6 @@ def test_long_sentence_in_hosted_mode_is_cut_to_300_characters_saying_so(monkeyp
     assert any("cut to the first 300 of its 399 characters" in m for m in notices(at)), notices(at)
 
 
-@pytest.mark.usefixtures("env")
 @pytest.mark.usefixtures("env")
 @pytest.mark.parametrize(("first", "then"), [(ATTENTION, "pages/lesson.py"), (ATTENTION, "pages/decoding.py"),
                                              ("pages/lesson.py", "pages/decoding.py")])  # fmt: skip

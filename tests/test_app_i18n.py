@@ -17,7 +17,7 @@ import pytest
 from google.protobuf.json_format import MessageToDict
 from streamlit.testing.v1 import AppTest
 
-from tests.test_app import APP, TIMEOUT, env, roots  # noqa: F401 (fixtures: a tiny checkpoint)
+from tests.helpers.app import APP, TIMEOUT
 from visformer import i18n
 
 REPO = Path(APP).parent

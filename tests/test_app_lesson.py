@@ -12,14 +12,14 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from pages import _views as schema
-from tests.test_app import APP, TIMEOUT, env, roots  # noqa: F401 (fixtures)
+from tests.helpers.app import APP, TIMEOUT
 from visformer import i18n
 from visformer.explain import lesson as ls
 from visformer.explain import views as sup
 
 LESSON = "pages/lesson.py"
 SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints"
-pytestmark = pytest.mark.usefixtures("env")  # the tiny checkpoint of tests/test_app.py
+pytestmark = pytest.mark.usefixtures("env")  # the tiny checkpoint (conftest: tiny_shipped)
 RAW_KEY = re.compile(r"\b(?:lesson|page|lang)\.[a-z_]+(?:\.[a-z_]+)*\b")
 
 
@@ -66,29 +66,6 @@ def reveal(at: AppTest) -> AppTest:
     return at
 
 
-@pytest.mark.parametrize("lang", i18n.LANGS)
-def test_every_step_renders_in_both_languages_without_a_raw_key(lang: str) -> None:
-    at = open_lesson(lang=lang)
-    assert at.title[0].value == i18n.t("lesson.title", lang)
-    titles = []
-    for step, name in enumerate(ls.STEPS, start=1):
-        at.session_state["lesson_step"] = step
-        at.run()
-        assert not at.exception, (step, [e.value for e in at.exception])
-        assert at.header[0].value == i18n.t(f"lesson.{name}.title", lang)
-        titles.append(at.header[0].value)
-        reveal(at)
-        feedback = [m.value for m in (*at.success, *at.error, *at.info) if "**" in m.value or "!" in m.value]
-        assert feedback, f"step {step}: no feedback after revealing"
-        raw = [text for text in shown_texts(at) if RAW_KEY.search(text)]
-        assert raw == [], f"step {step} shows raw keys: {raw}"
-        assert param(at, "lesson_step", "1") == str(step)
-        assert param(at, "lang") == lang
-    assert len(set(titles)) == len(ls.STEPS)
-    if lang == "ko":
-        assert any(re.search("[가-힣]", t) for t in titles)
-
-
 # What the model computed for each step's question: drawn only after "Reveal" (issue 29). Chart names are the
 # lesson's widgets.chart names; texts are i18n keys whose sentence states the answer.
 ANSWER_CHARTS = {
@@ -130,17 +107,32 @@ def answer_shown(at: AppTest, name: str, lang: str) -> tuple[set[str], bool, boo
 
 
 @pytest.mark.parametrize("lang", i18n.LANGS)
-def test_every_step_asks_before_it_shows_what_the_model_computed(lang: str) -> None:
+def test_every_step_asks_then_shows_what_the_model_computed_without_a_raw_key(lang: str) -> None:
+    """One walk through the steps per language: the question first, then the model's answer (issue 29)."""
     at = open_lesson(lang=lang, sentence="a b c d e")
+    assert at.title[0].value == i18n.t("lesson.title", lang)
+    titles = []
     for step, name in enumerate(ls.STEPS, start=1):
         at.session_state["lesson_step"] = step
         at.run()
+        assert not at.exception, (step, [e.value for e in at.exception])
+        assert at.header[0].value == i18n.t(f"lesson.{name}.title", lang)
+        titles.append(at.header[0].value)
         assert answer_shown(at, name, lang) == (set(), False, False), f"step {step} ({name}) shows its answer"
         assert not any(r.value is not None for r in at.radio if r.key and r.key.startswith("lq_"))
         reveal(at)
+        feedback = [m.value for m in (*at.success, *at.error, *at.info) if "**" in m.value or "!" in m.value]
+        assert feedback, f"step {step}: no feedback after revealing"
         charts, stated, table = answer_shown(at, name, lang)
         assert charts == ANSWER_CHARTS[name], f"step {step} ({name}): the reveal drew {charts}"
         assert stated == (name in ANSWER_TEXTS) and table == (name == "why"), f"step {step} ({name})"
+        raw = [text for text in shown_texts(at) if RAW_KEY.search(text)]
+        assert raw == [], f"step {step} shows raw keys: {raw}"
+        assert param(at, "lesson_step", "1") == str(step)
+        assert param(at, "lang") == lang
+    assert len(set(titles)) == len(ls.STEPS)
+    if lang == "ko":
+        assert any(re.search("[가-힣]", t) for t in titles)
 
 
 def test_the_reveal_belongs_to_one_sentence_and_a_new_sentence_asks_again() -> None:
@@ -188,7 +180,7 @@ def test_the_right_answer_is_praised_and_a_wrong_one_corrected() -> None:
     assert weights_answer is not None, "no option was accepted as the answer"
 
 
-def test_the_praised_answer_is_what_the_model_computes(roots) -> None:  # noqa: F811 (fixture)
+def test_the_praised_answer_is_what_the_model_computes(roots) -> None:
     from visformer.checkpoint import load_checkpoint
     from visformer.classroom.inputs import escape_markdown
     from visformer.decoding import translate

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.test_app import open_tab, specs
-from tests.test_marian import SOURCES, build_marian
+from tests.helpers.app import open_tab, specs
+from tests.helpers.marian import SOURCES, build_marian
 from visformer import i18n
 from visformer.checkpoint import CONFIG_FILE, FORMAT, VERSION
 from visformer.classroom.archive import check_model_bounds
@@ -117,7 +117,7 @@ def test_all_heads_grid_opens_compact_at_6_by_8_heads(lang: str) -> None:
 
 @pytest.mark.parametrize("lang", i18n.LANGS)
 def test_decoding_comparison_and_tabs(lang: str) -> None:
-    for tab in ("Step by step", "Beam search tree", "Samples"):
+    for tab in ("steps", "beam", "samples"):
         at = run("pages/decoding.py", lang=lang, sentence=SENTENCE, dec_tab=tab)
         assert len(at.get("plotly_chart")) + len(at.dataframe) > 0
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_app import PE, chart_by_title, env, roots, run_app, specs, title  # noqa: F401  (fixtures)
+from tests.helpers.app import PE, chart_by_title, run_app, specs, title
 from visformer import i18n
 from visformer.explain import analysis as an
 from visformer.explain import positional

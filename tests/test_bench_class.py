@@ -22,6 +22,7 @@ from bench.bench_class import (
     section,
 )
 from bench.bench_soak import curve_rows
+from tests.helpers.system import nginx
 
 
 def test_percentile_and_the_picker_check() -> None:
@@ -83,8 +84,6 @@ def test_the_soak_curve_has_one_row_per_interval_with_what_the_server_held() -> 
 
 
 def test_a_class_behind_nginx_on_two_processes_runs_without_errors_or_leaks() -> None:
-    from tests.test_deploy import nginx
-
     nginx()  # skips without nginx (fails in CI)
     level = run_level(4, trainers=1, think_s=0.1, train_steps=10, checkpoints=None, ramp_s=0.5, processes=2)
     assert level.errors == [] and level.leaks == [] and level.processes == 2

@@ -1,6 +1,6 @@
 """The Attention page in real Chromium, in Korean, on a long sentence: every tab drawn, a screenshot each.
 
-Same launch conventions as tests/test_browser.py (its `server` and `browser` fixtures). Screenshots go to
+The `server` and `browser` fixtures of tests/conftest.py. Screenshots go to
 artifacts/screenshots/attention-ko-long-*.png: look at them (Hangul token labels must not run into each other).
 """
 
@@ -10,16 +10,8 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.test_browser import (  # noqa: F401 (fixtures)
-    REPO,
-    WAIT_MS,
-    _check_and_shoot,
-    _open,
-    _visible_charts,
-    _wait_until_idle,
-    browser,
-    server,
-)
+from tests.helpers.browser import WAIT_MS, check_and_shoot, open_view, visible_charts, wait_until_idle
+from tests.helpers.paths import REPO
 from visformer import i18n
 from visformer.checkpoint import list_checkpoints
 
@@ -33,14 +25,14 @@ TABS = {"One head": "one", "All heads": "all", "Step through generation": "steps
         "Inside one head": "inside"}  # URL value -> its text key  # fmt: skip
 
 
-def test_attention_page_in_korean_with_a_long_sentence(server: str, browser) -> None:  # noqa: F811
+def test_attention_page_in_korean_with_a_long_sentence(server: str, browser) -> None:
     names = {p.name for p in list_checkpoints(REPO / "checkpoints")}
     if "tatoeba-ko-en" not in names:
         pytest.skip("the shipped Korean→English checkpoint is missing")
     query = {"checkpoint": "tatoeba-ko-en", "sentence": LONG_KO, "lang": "ko", "view": "encoder"}
-    page, errors = _open(browser, f"{server}/?{urlencode(query)}")
+    page, errors = open_view(browser, f"{server}/?{urlencode(query)}")
     try:
-        _visible_charts(page, 2)
+        visible_charts(page, 2)
         assert page.get_by_role("heading", name="어텐션").count() >= 1
         pieces = page.get_by_text(i18n.t("attention.source_pieces", "ko")).first.inner_text()
         assert pieces.count("▁") >= 20  # a long sentence: the views below must stay legible
@@ -50,9 +42,9 @@ def test_attention_page_in_korean_with_a_long_sentence(server: str, browser) -> 
                 page.wait_for_function(
                     "(t) => location.search.includes(t)", arg="tab=" + text, timeout=WAIT_MS
                 )
-                _wait_until_idle(page)
-            _visible_charts(page, 1)
-            _check_and_shoot(page, "attention-ko-long-" + tab.lower().replace(" ", "-"), errors)
+                wait_until_idle(page)
+            visible_charts(page, 1)
+            check_and_shoot(page, "attention-ko-long-" + tab.lower().replace(" ", "-"), errors)
         assert "tab=inside" in page.url  # a Korean tab label, the tab's id in the link
     finally:
         page.close()

@@ -1,6 +1,6 @@
 """An imported Marian with OPUS-MT's 6 + 6 layers and 8 heads in real Chromium: the all-heads grid of every kind.
 
-Same launch conventions as tests/test_browser.py (its `server` and `browser` fixtures), with the checkpoints
+The `server` and `browser` fixtures of tests/conftest.py, with the checkpoints
 folder pointed at an imported model. Screenshots go to artifacts/screenshots/marian-all-heads-*.png: look at them
 (48 heads and 6 layer means per kind must stay legible on one screen).
 """
@@ -14,9 +14,8 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests import test_browser as tb
-from tests.test_browser import browser, server  # noqa: F401 (fixtures)
-from tests.test_marian import SOURCES, build_marian
+from tests.helpers.browser import check_and_shoot, open_view, visible_charts, wait_until_idle
+from tests.helpers.marian import SOURCES, build_marian
 from visformer import i18n
 from visformer.marian import import_marian
 
@@ -39,12 +38,12 @@ def imported_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 @pytest.mark.parametrize("kind", ["cross", "encoder", "decoder"])
-def test_all_heads_grid_of_an_imported_6x8_model(imported_model, server: str, browser, kind: str) -> None:  # noqa: F811
+def test_all_heads_grid_of_an_imported_6x8_model(imported_model, server: str, browser, kind: str) -> None:
     query = {"checkpoint": NAME, "sentence": SOURCES[0], "lang": "ko", "view": kind, "tab": "All heads"}
-    page, errors = tb._open(browser, f"{server}/?{urlencode(query)}")
+    page, errors = open_view(browser, f"{server}/?{urlencode(query)}")
     try:
-        tb._visible_charts(page, 1)
-        tb._wait_until_idle(page)
+        visible_charts(page, 1)
+        wait_until_idle(page)
         # the compact grid: one mosaic heatmap, named by 8 head numbers, the mean and 6 layers
         labels = page.evaluate(
             "() => Math.max(...[...document.querySelectorAll('.js-plotly-plot')]"
@@ -52,6 +51,6 @@ def test_all_heads_grid_of_an_imported_6x8_model(imported_model, server: str, br
         )
         assert labels == 9 + 6
         assert page.get_by_text(i18n.t("attention.grid_compact", "ko")).count() == 1
-        tb._check_and_shoot(page, f"marian-all-heads-{kind}", errors)
+        check_and_shoot(page, f"marian-all-heads-{kind}", errors)
     finally:
         page.close()

@@ -1,6 +1,6 @@
 """The model-family pages in real Chromium, in Korean: RNN vs Transformer, why self-attention, encoder vs decoder.
 
-Same launch conventions as tests/test_browser.py (its `server` and `browser` fixtures); each page is opened by
+The `server` and `browser` fixtures of tests/conftest.py; each page is opened by
 its own link on the server (the deep link the frame hands over to app.py). Screenshots go to
 artifacts/screenshots/; any Streamlit exception box or JavaScript error fails the test.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_browser import SHOTS, browser, server  # noqa: F401 (fixtures)
+from tests.helpers.browser import SHOTS
 from visformer import i18n
 
 pytestmark = pytest.mark.browser
@@ -24,7 +24,7 @@ VIEWS = (  # (url path, charts drawn, the page's title key)
 
 
 @pytest.mark.parametrize(("path", "charts", "title"), VIEWS)
-def test_model_pages_in_korean(server: str, browser, path: str, charts: int, title: str) -> None:  # noqa: F811
+def test_model_pages_in_korean(server: str, browser, path: str, charts: int, title: str) -> None:
     page = browser.new_page(viewport=VIEWPORT)
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))

@@ -1,6 +1,6 @@
 """Decoding, Train and Attention timeline in real Chromium: a short training run from the browser, then its replay.
 
-Same launch conventions as tests/test_browser.py (its `server` and `browser` fixtures). Screenshots go to
+The `server` and `browser` fixtures of tests/conftest.py. Screenshots go to
 artifacts/screenshots/; any Streamlit exception box fails the test.
 """
 
@@ -9,24 +9,17 @@ from __future__ import annotations
 import pytest
 
 from bench.bench_load import SAVED
-from tests.test_browser import SHOTS, WAIT_MS, _wait_until_idle, browser, server  # noqa: F401 (fixtures)
+from tests.helpers.browser import SHOTS, TALL_VIEWPORT, WAIT_MS, no_exception, wait_until_idle
 from visformer.explain.style import wrapped
 
 pytestmark = pytest.mark.browser
 
 TRAIN_WAIT_MS = 600_000  # a 200-step toy run on a busy shared machine
-VIEWPORT = {"width": 1440, "height": 2200}  # tall: Streamlit scrolls inside its own container
-
-
-def _no_exception(page) -> None:
-    """Fail on a Streamlit exception box or a JavaScript error."""
-    boxes = page.locator('[data-testid="stException"]')
-    assert boxes.count() == 0, boxes.first.inner_text()
 
 
 def _charts(page, n: int) -> None:
     """Wait until n plotly charts are visible and the script is idle."""
-    _wait_until_idle(page)
+    wait_until_idle(page)
     page.wait_for_function(
         f"() => [...document.querySelectorAll('.js-plotly-plot')].filter(e => e.offsetParent).length >= {n}",
         timeout=WAIT_MS,
@@ -38,13 +31,13 @@ def _shot(page, name: str) -> None:
     """Screenshot into artifacts/screenshots/ after checking for exceptions."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"{name}.png"))
-    _no_exception(page)
+    no_exception(page)
 
 
 @pytest.fixture
-def page(server: str, browser):  # noqa: F811
+def page(server: str, browser):
     """A fresh tab (a fresh Streamlit session) after the frame has been loaded once on this server."""
-    tab = browser.new_page(viewport=VIEWPORT)
+    tab = browser.new_page(viewport=TALL_VIEWPORT)
     errors: list[str] = []
     tab.on("pageerror", lambda exc: errors.append(str(exc)))
     tab.goto(
@@ -56,7 +49,7 @@ def page(server: str, browser):  # noqa: F811
     assert not errors, errors
 
 
-def test_decoding_page_in_chromium(server: str, page) -> None:  # noqa: F811 (fixture imported above)
+def test_decoding_page_in_chromium(server: str, page) -> None:
     page.goto(server + "/decoding", wait_until="domcontentloaded", timeout=WAIT_MS)
     _charts(page, 2)
     title = wrapped("How probable is each output under the model?")  # as the chart draws it, line by line
@@ -71,17 +64,17 @@ def test_decoding_page_in_chromium(server: str, page) -> None:  # noqa: F811 (fi
     _shot(page, "decoding-samples")
 
 
-def test_train_then_replay_the_timeline_in_chromium(server: str, page) -> None:  # noqa: F811 (fixture imported above)
+def test_train_then_replay_the_timeline_in_chromium(server: str, page) -> None:
     page.goto(server + "/train", wait_until="domcontentloaded", timeout=WAIT_MS)
     _charts(page, 1)  # the Noam schedule
     steps = page.locator('[data-testid="stSlider"]').filter(has_text="Training steps").get_by_role("slider")
     steps.focus()
     for _ in range(3):  # 600 → 400 → 300 → 200 steps
         steps.press("ArrowLeft")
-    _wait_until_idle(page)
+    wait_until_idle(page)
     page.get_by_label("Checkpoint name").fill("browser-copy")
     page.get_by_label("Checkpoint name").press("Enter")
-    _wait_until_idle(page)
+    wait_until_idle(page)
     _shot(page, "train-settings")
     page.get_by_role("button", name="Start training", exact=True).click()
     page.get_by_text("Training…").first.wait_for(timeout=WAIT_MS)
@@ -150,8 +143,8 @@ LAYOUT_VIEWS = [  # the Attention page is the app's default page: its address is
 @pytest.mark.parametrize("width", [1366, 390])
 @pytest.mark.parametrize("lang", ["en", "ko"])
 def test_no_chart_title_or_colour_bar_overlaps_at_laptop_and_phone_width(
-    server: str,  # noqa: F811 (fixture imported above)
-    browser,  # noqa: F811
+    server: str,
+    browser,
     lang: str,
     width: int,
 ) -> None:

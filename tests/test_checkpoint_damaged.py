@@ -17,21 +17,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from tests.helpers.checkpoints import tiny_checkpoint
 from visformer.checkpoint import CONFIG_FILE, WEIGHTS_FILE, CheckpointError, load_checkpoint, save_checkpoint
-from visformer.config import ModelConfig
-from visformer.model import Transformer
-from visformer.tokenizer import SymbolTokenizer
-
-
-def tiny_checkpoint(path: Path) -> Path:
-    """A valid one-layer d_model=16 checkpoint with a shared symbol vocabulary."""
-    tok = SymbolTokenizer.from_symbols(list("abcdefgh"))
-    cfg = ModelConfig(
-        src_vocab_size=tok.vocab_size, tgt_vocab_size=tok.vocab_size, d_model=16, n_heads=4,
-        n_encoder_layers=1, n_decoder_layers=1, d_ff=32, dropout=0.0, max_len=32,
-    )  # fmt: skip
-    torch.manual_seed(0)
-    return save_checkpoint(path, Transformer(cfg), tok, tok, task="copy")
 
 
 class _Payload:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_checkpoint_damaged import tiny_checkpoint
+from tests.helpers.checkpoints import tiny_checkpoint
 from visformer.checkpoint import CheckpointError, list_checkpoints, load_checkpoint
 from visformer.classroom.archive import ArchiveError, export_checkpoint_zip, import_checkpoint_zip
 from visformer.classroom.hosting import HostedLimits
@@ -273,7 +273,7 @@ RSS_LIMIT_MB = 1024  # README: an import in hosted mode stays under about 1 GB
 MAKE = """
 import io, json, sys, zipfile
 from pathlib import Path
-from tests.test_checkpoint_damaged import tiny_checkpoint
+from tests.helpers.checkpoints import tiny_checkpoint
 from visformer.checkpoint import save_checkpoint
 from visformer.classroom.archive import export_checkpoint_zip
 from visformer.config import ModelConfig

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.checkpoints import tiny_checkpoint, tiny_config
+from tests.helpers.markdown import rendered
 from visformer.classroom.hosting import (
     BusyError,
     HostedLimits,
@@ -293,8 +295,6 @@ def test_crash_while_saving_fails_cleanly_without_a_half_checkpoint(
 def test_app_lists_only_this_sessions_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from streamlit.testing.v1 import AppTest
 
-    from tests.test_checkpoint_damaged import tiny_checkpoint
-
     shipped, users = tmp_path / "shipped", tmp_path / "users"
     tiny_checkpoint(shipped / "toy-copy")
     limits = HostedLimits.hosted()
@@ -325,7 +325,6 @@ def test_inference_after_overlapping_train_page_runs_keeps_the_configured_thread
 ) -> None:
     import torch
 
-    from tests.conftest import tiny_config
     from visformer.classroom.jobs import JobRegistry
     from visformer.model import Transformer
     from visformer.training import Trainer
@@ -385,8 +384,6 @@ def _app(users: Path, shipped: Path, monkeypatch: pytest.MonkeyPatch, hosted: bo
 
 
 def test_a_link_never_becomes_markdown_in_a_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.test_checkpoint_damaged import tiny_checkpoint
-    from tests.test_classroom_inputs import _rendered
 
     tiny_checkpoint(tmp_path / "shipped" / "toy-copy")
     for word in ("![](//127.1:8999/)" + "A" * 70, "[Login](//127.1/)" + "B" * 70):
@@ -395,9 +392,9 @@ def test_a_link_never_becomes_markdown_in_a_message(tmp_path: Path, monkeypatch:
         app.run()
         assert not app.exception
         errors = [e.value for e in app.error]
-        assert any(word[:20] in _rendered(e)[1] for e in errors), errors  # the word, shown as typed
+        assert any(word[:20] in rendered(e)[1] for e in errors), errors  # the word, shown as typed
         for shown in errors + [w.value for w in app.warning] + [i.value for i in app.info]:
-            kinds = _rendered(shown)[0]
+            kinds = rendered(shown)[0]
             assert not kinds & {"image", "link_open", "html_inline", "html_block"}, shown
 
 
@@ -407,8 +404,6 @@ def test_broken_checkpoints_never_break_a_page(tmp_path: Path, monkeypatch: pyte
 
     import torch
     from safetensors.torch import load_file, save_file
-
-    from tests.test_checkpoint_damaged import tiny_checkpoint
 
     shipped, users = tmp_path / "shipped", tmp_path / "users"
     tiny_checkpoint(shipped / "toy-copy")
@@ -443,7 +438,6 @@ def test_one_upload_limit_stated_once(tmp_path: Path, monkeypatch: pytest.Monkey
     """The uploader refuses what the server would refuse: its limit is never above server.maxUploadSize."""
     import tomllib
 
-    from tests.test_checkpoint_damaged import tiny_checkpoint
     from visformer.classroom.hosting import MB, UPLOAD_MB, upload_megabytes
 
     config = tomllib.loads((Path(__file__).resolve().parents[1] / ".streamlit" / "config.toml").read_text())
@@ -462,7 +456,6 @@ def test_one_upload_limit_stated_once(tmp_path: Path, monkeypatch: pytest.Monkey
 def test_session_disk_is_capped_and_leftovers_swept(tmp_path: Path) -> None:
     import os
 
-    from tests.test_checkpoint_damaged import tiny_checkpoint
     from visformer.checkpoint import list_checkpoints
     from visformer.classroom.archive import export_checkpoint_zip, import_checkpoint_zip
     from visformer.classroom.hosting import old_sessions, sweep_leftovers
@@ -504,7 +497,6 @@ def test_session_disk_is_capped_and_leftovers_swept(tmp_path: Path) -> None:
 def test_teacher_cleans_old_sessions(tmp_path: Path, capsys) -> None:
     import os
 
-    from tests.test_checkpoint_damaged import tiny_checkpoint
     from visformer.classroom.__main__ import main
 
     limits = HostedLimits.hosted()
@@ -527,7 +519,6 @@ def test_teacher_cleans_old_sessions(tmp_path: Path, capsys) -> None:
 def test_an_unexpected_error_in_a_page_is_one_line_when_hosted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hosted: bool
 ) -> None:
-    from tests.test_checkpoint_damaged import tiny_checkpoint
     from visformer.explain import views
 
     def broken(*args, **kwargs):

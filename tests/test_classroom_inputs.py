@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import tiny_config
+from tests.helpers.checkpoints import tiny_config
+from tests.helpers.markdown import rendered
 from visformer.classroom.hosting import HostedLimits
 from visformer.classroom.inputs import (
     InputError,
@@ -312,19 +313,6 @@ def test_training_bounds_steps_time_and_threads() -> None:
 HOSTILE = "![](//127.1:8999/)[Login](//evil.example)<script>alert(1)</script>**b** _i_ $x$ `c` # h"
 
 
-def _rendered(markdown: str) -> tuple[set[str], str]:
-    """(token types, visible text) of `markdown` as a CommonMark renderer shows it."""
-    from markdown_it import MarkdownIt
-
-    kinds, text = set(), []
-    for block in MarkdownIt("commonmark").parse(markdown):
-        kinds.add(block.type)
-        for child in block.children or []:
-            kinds.add(child.type)
-            text.append(child.content if child.type in ("text", "code_inline") else " ")
-    return kinds, "".join(text)
-
-
 def _fields(template: str) -> dict[str, object]:
     """A value for each placeholder of a template: a number where it has a format spec, else the hostile text."""
     import string
@@ -347,7 +335,7 @@ def test_every_error_message_shows_user_text_as_text(lang: str) -> None:
     assert len(keys) > 40
     for key in keys:
         shown = error_markdown(InputError(key, **_fields(i18n.catalog("en")[key])), lang)
-        kinds, text = _rendered(shown)
+        kinds, text = rendered(shown)
         assert kinds <= {"paragraph_open", "inline", "paragraph_close", "text", "softbreak"}, (
             key,
             kinds,

@@ -8,10 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.helpers.paths import SHARED_DATA
 from visformer.corpora import MIXES, prepare
 from visformer.data import Pair, drop_overlapping, split_disjoint
-
-from .conftest import SHARED_DATA
 
 
 def _assert_disjoint(train: list[Pair], held: list[Pair]) -> None:
@@ -20,20 +19,41 @@ def _assert_disjoint(train: list[Pair], held: list[Pair]) -> None:
     assert not [p for p in held if p.src in srcs or p.tgt in tgts]
 
 
-sentences = st.sampled_from([f"s{i}" for i in range(25)])
+@st.composite
+def corpora(draw: st.DrawFn, sizes: st.SearchStrategy[list[int]]) -> list[Pair]:
+    """Small components of these sizes (each with its own sentences) and up to two too big to hold out."""
+    pairs = []
+    for c, size in enumerate(draw(sizes)):  # the pairs of a component share sources or targets
+        links = draw(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2)), min_size=size, max_size=size))
+        pairs += [Pair(f"c{c}s{a}", f"c{c}t{b}") for a, b in links]
+    for b, extra in enumerate(draw(st.lists(st.integers(0, 20), max_size=2))):  # 11+ pairs, one target
+        pairs += [Pair(f"b{b}s{i}", f"b{b}t") for i in range(11 + extra)]
+    return draw(st.permutations(pairs))
+
+
+FOUR_OR_MORE = st.lists(st.integers(1, 10), min_size=4, max_size=8)  # enough to hold 2 + 2 pairs out
+UNDER_FOUR_PAIRS = st.sampled_from([[1], [2], [3], [1, 1], [1, 2], [2, 1], [1, 1, 1]])  # never enough
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(sentences, sentences), min_size=30, max_size=120), st.integers(0, 3))
-def test_split_disjoint_shares_no_sentence_on_either_side(raw: list[tuple[str, str]], seed: int) -> None:
-    pairs = [Pair(a, "t" + b) for a, b in raw]
-    try:
-        train, valid, test = split_disjoint(pairs, valid=2, test=2, seed=seed)
-    except ValueError:
-        return  # too connected to hold anything out: refused, never leaked
+@given(corpora(FOUR_OR_MORE), st.integers(0, 3))
+def test_split_disjoint_shares_no_sentence_on_either_side(pairs: list[Pair], seed: int) -> None:
+    """Four small components always give 2 + 2 held-out pairs, and nothing of them is in train."""
+    train, valid, test = split_disjoint(pairs, valid=2, test=2, seed=seed)
     assert sorted(train + valid + test, key=repr) == sorted(pairs, key=repr)
+    assert len(valid) >= 2 and len(test) >= 2
+    assert all(p.src.startswith("c") for p in valid + test)  # the big components stay in train
     _assert_disjoint(train, valid + test)
     _assert_disjoint(valid, test)
+
+
+@settings(max_examples=30, deadline=None)
+@given(corpora(UNDER_FOUR_PAIRS), st.integers(0, 3))
+def test_split_disjoint_refuses_when_fewer_pairs_can_be_held_out_than_asked(
+    pairs: list[Pair], seed: int
+) -> None:
+    with pytest.raises(ValueError, match="held out"):
+        split_disjoint(pairs, valid=2, test=2, seed=seed)
 
 
 def test_paraphrases_that_share_a_target_stay_together() -> None:

@@ -6,8 +6,6 @@ Needs Debian's nginx (`.ci/run` installs it); skipped without it, failed in CI (
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
 import urllib.request
 from pathlib import Path
 
@@ -16,7 +14,6 @@ import pytest
 from bench.bench_class import Script, drive_class
 from bench.bench_load import free_port, make_shipped_checkpoint, server_env
 from deploy.launch import (
-    NGINX,
     app_command,
     nginx_config,
     start_app,
@@ -25,18 +22,9 @@ from deploy.launch import (
     streamlit_args,
     wait_healthy,
 )
+from tests.helpers.system import nginx
 
 UPSTREAM = "X-Visformer-Upstream"
-
-
-def nginx() -> str:
-    """The nginx binary, or skip (fail in CI)."""
-    found = shutil.which("nginx") or (NGINX if Path(NGINX).exists() else None)
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("nginx is not installed (.ci/run installs Debian's nginx)")
-        pytest.skip("nginx is not installed")
-    return found
 
 
 def visit(url: str, cookie: str = "") -> tuple[str, str]:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.conftest import tiny_config
+from tests.helpers.checkpoints import tiny_config
 from visformer.explain import analysis as an
 from visformer.explain import kinds
 from visformer.model import Transformer

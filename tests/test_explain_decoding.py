@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.conftest import tiny_config
+from tests.helpers.checkpoints import tiny_config
 from visformer.decoding import BeamNode, Step, translate
 from visformer.explain import decoding as dfig
 from visformer.model import Transformer

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.conftest import tiny_config
+from tests.helpers.checkpoints import tiny_config
 from visformer import i18n
 from visformer.explain import analysis as an
 from visformer.explain import lesson as ls

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import tiny_config
+from tests.helpers.checkpoints import tiny_config
 from visformer.checkpoint import safe_checkpoint_dir, save_checkpoint
 from visformer.classroom.hosting import session_folder_name
 from visformer.model import Transformer

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -59,6 +61,25 @@ def test_ci_runs_the_pinned_ruff_lint_and_format_checks() -> None:
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
     assert "python -m ruff check ." in ci and "python -m ruff format --check ." in ci
     assert re.search(r"^ruff==\S+", (REPO / "requirements-test.txt").read_text(encoding="utf-8"), flags=re.M)
+
+
+def test_ci_runs_the_readme_suite_in_a_fast_lane_then_the_rest_selecting_every_test_once() -> None:
+    """The lanes of .ci/run are the README's `python -m pytest`: whatever its markers, a test is in exactly one."""
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    commands = [line for line in ci.splitlines() if line.startswith("python -m pytest")]
+    lanes = [re.fullmatch(r'python -m pytest -m "([a-z ]+)"( -x -q)?', command) for command in commands]
+    assert len(lanes) == 2 and all(lanes), commands  # no unfiltered run beside the lanes
+    assert lanes[0].group(1) == "not browser and not slow" and lanes[0].group(2)  # fast, stops at a failure
+    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"][
+        "ini_options"
+    ]
+    markers = [line.split(":")[0] for line in config["markers"]]
+    for marked in itertools.product([False, True], repeat=len(markers)):
+        names = dict(zip(markers, marked, strict=True))
+        chosen = [lane.group(1) for lane in lanes if eval(lane.group(1), {"__builtins__": {}}, names)]
+        assert len(chosen) == 1, f"a test marked {names} runs in {chosen}"
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert all(f"`{command}`" in readme for command in commands)  # the README says how CI splits it
 
 
 def test_every_fmt_skip_is_one_the_formatter_needs(tmp_path: Path) -> None:

@@ -1,0 +1,74 @@
+"""Drive the real app in headless Chromium: open a view, wait for Streamlit to settle, check and screenshot."""
+
+from __future__ import annotations
+
+from tests.helpers.paths import REPO
+from visformer.checkpoint import list_checkpoints
+
+SHOTS = REPO / "artifacts" / "screenshots"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+STARTUP_S = 120  # how long the server may take to answer /_stcore/health before the test gives up
+WAIT_MS = 120_000  # how long one page may take to draw its charts on a busy machine
+VIEWPORT = {"width": 1440, "height": 1200}
+TALL_VIEWPORT = {"width": 1440, "height": 2200}  # Streamlit scrolls inside its own container
+
+
+def wait_until_idle(page) -> None:
+    """Wait until Streamlit has finished running the script (no 'running' status widget)."""
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=WAIT_MS, polling=250
+    )
+
+
+def visible_charts(page, at_least: int) -> None:
+    """Wait for at least `at_least` drawn plotly charts on screen."""
+    page.wait_for_function(
+        f"() => [...document.querySelectorAll('.js-plotly-plot')].filter(e => e.offsetParent).length >= {at_least}",
+        timeout=WAIT_MS,
+    )
+
+
+def no_exception(page) -> None:
+    """Fail on a Streamlit exception box."""
+    boxes = page.locator('[data-testid="stException"]')
+    assert boxes.count() == 0, boxes.first.inner_text()
+
+
+def check_and_shoot(page, name: str, errors: list[str]) -> None:
+    """No Streamlit exception box, no JavaScript error; save a screenshot."""
+    height = page.evaluate(
+        "() => { const m = document.querySelector('[data-testid=\"stMainBlockContainer\"]');"
+        " return m ? m.scrollHeight + 150 : 0; }"
+    )
+    if height > VIEWPORT["height"]:  # Streamlit scrolls inside the page: grow the window to see it all
+        page.set_viewport_size({"width": VIEWPORT["width"], "height": min(int(height), 8000)})
+    page.wait_for_timeout(400)  # let plotly finish drawing (and re-layout) before the picture
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"))
+    page.set_viewport_size(VIEWPORT)
+    no_exception(page)
+    assert not errors, f"{name}: {errors}"
+
+
+def open_view(browser, url: str):
+    """A new page at `url` once the app has drawn it; returns (page, JavaScript errors seen)."""
+    page = browser.new_page(viewport=VIEWPORT)
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(url, wait_until="domcontentloaded", timeout=WAIT_MS)
+    page.wait_for_selector('[data-testid="stSidebar"]', timeout=WAIT_MS)
+    wait_until_idle(page)
+    return page, errors
+
+
+def korean_checkpoint() -> str:
+    """The shipped Korean→English model when present (the lecture's example), else the server's default."""
+    names = [p.name for p in list_checkpoints(REPO / "checkpoints")]
+    return "tatoeba-ko-en" if "tatoeba-ko-en" in names else ""
