@@ -155,6 +155,7 @@ class HeadsParam:
 
 
 ParamSpec = IntParam | FloatParam | FlagParam | ChoiceParam | NamesParam | TextParam | HeadsParam
+
 # the Attention page's tabs by id (labels: attention.tab.ID in the locales), with the English labels that
 # links written before the ids still carry
 ATTENTION_TABS = ("one", "all", "steps", "stats", "ablation", "inside", "word")
@@ -168,7 +169,8 @@ OLD_ATTENTION_TABS = {
     "Follow a word": "word",
 }
 
-DECODING_TABS = ("Step by step", "Beam search tree", "Samples")
+DECODING_TABS = ("steps", "beam", "samples")  # the Decoding page's tabs by id (labels: decoding.tab.ID)
+OLD_DECODING_TABS = {"Step by step": "steps", "Beam search tree": "beam", "Samples": "samples"}  # older links
 SAMPLERS = ("temperature", "top-k", "top-p", "sample")
 
 
@@ -182,7 +184,7 @@ def decoding_params() -> dict[str, ParamSpec]:
     specs: dict[str, ParamSpec] = {
         "dec_strategies": NamesParam(DEFAULT_STRATEGIES, tuple(STRATEGIES)),
         "dec_reference": TextParam(""),
-        "dec_tab": ChoiceParam(DECODING_TABS[0], DECODING_TABS),
+        "dec_tab": ChoiceParam(DECODING_TABS[0], DECODING_TABS, OLD_DECODING_TABS),
         "dec_step_strategy": ChoiceParam(DEFAULT_STRATEGIES[0], tuple(STRATEGIES)),
         "dec_step": IntParam(0, 0, 511),
         "dec_sampler": ChoiceParam(SAMPLERS[0], SAMPLERS),

@@ -26,8 +26,7 @@ from visformer.model import AttentionMaps
 session.ensure_frame()
 
 KEYS = ["sentence", *schema.DECODING_PARAMS]  # the view a link restores
-TABS = schema.DECODING_TABS  # URL values; shown through tr() (TAB_KEYS)
-TAB_KEYS = dict(zip(TABS, ("decoding.tab.steps", "decoding.tab.beam", "decoding.tab.samples"), strict=True))
+TABS = schema.DECODING_TABS  # ids (URL values); labels decoding.tab.ID in the session's language
 SAMPLERS = list(schema.SAMPLERS)
 
 # ---------------------------------------------------------------------------------------------
@@ -264,9 +263,11 @@ def samples_section(key: tuple, sentence: str, selected: list[str], limits: Host
 
 
 def _tab_picked() -> None:
-    """The tab widget's callback: keep the URL value (English) of the picked tab in dec_tab."""
+    """The tab widget's callback: keep the id (URL value) of the picked tab in dec_tab."""
     shown = st.session_state.get("_dec_tab_shown")
-    st.session_state["dec_tab"] = next((tab for tab in TABS if session.tr(TAB_KEYS[tab]) == shown), TABS[0])
+    st.session_state["dec_tab"] = next(
+        (tab for tab in TABS if session.tr(f"decoding.tab.{tab}") == shown), TABS[0]
+    )
 
 
 def main() -> None:
@@ -320,17 +321,17 @@ def main() -> None:
         comparison_section(views, reference, dfig.allowed_tokens(ck.tgt_tokenizer))
     if state.get("dec_tab") not in TABS:
         state["dec_tab"] = TABS[0]
-    labels = [session.tr(TAB_KEYS[tab]) for tab in TABS]
+    labels = [session.tr(f"decoding.tab.{tab}") for tab in TABS]
     state["_dec_tab_shown"] = labels[TABS.index(state["dec_tab"])]
     tabs = dict(zip(TABS, st.tabs(labels, key="_dec_tab_shown", on_change=_tab_picked), strict=True))
-    with tabs["Step by step"]:
-        if tabs["Step by step"].open and views:
+    with tabs["steps"]:
+        if tabs["steps"].open and views:
             step_section(views)
-    with tabs["Beam search tree"]:
-        if tabs["Beam search tree"].open:
+    with tabs["beam"]:
+        if tabs["beam"].open:
             beam_section(key, sentence, limits)
-    with tabs["Samples"]:
-        if tabs["Samples"].open:
+    with tabs["samples"]:
+        if tabs["samples"].open:
             samples_section(key, sentence, selected, limits)
     session.sync_url(KEYS)
 

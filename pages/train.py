@@ -25,13 +25,9 @@ from visformer.tasks import TASKS
 
 session.ensure_frame()
 
-SOURCES = ["Built-in task", "Upload a corpus", "Corpus on disk"]  # values (URL-stable); shown through tr()
-SOURCE_KEYS = dict(
-    zip(SOURCES, ("train.source.task", "train.source.upload", "train.source.disk"), strict=True)
-)
-UPLOAD_KINDS = ["Two aligned files", "One TSV file"]
-UPLOAD_KEYS = dict(zip(UPLOAD_KINDS, ("train.upload.two", "train.upload.tsv"), strict=True))
-ARCHITECTURES = list(schema.TRAIN_PARAMS["train_arch"].options)  # rnn-dot (Luong without W) is not offered
+SOURCES = ["task", "upload", "disk"]  # ids; shown as train.source.ID
+UPLOAD_KINDS = ["two", "tsv"]  # ids; shown as train.upload.ID
+ARCHITECTURES = list(schema.TRAIN_PARAMS["train_arch"].options)  # the registry's trainable_in_app entries
 SIZES = [*recipes.PRESETS, "custom"]
 BATCH_TOKENS = [256, 512, 1024, 2048, 4096, 8192]
 STEP_OPTIONS = [10, 20, 50, 100, 200, 300, 400, 600, 800, 1000, 1500, 2000, 3000, 5000, 10_000, 20_000]
@@ -47,7 +43,7 @@ DEFAULTS = {
     "train_source": SOURCES[0],
     "train_task": "copy",
     "train_arch": DEFAULT,
-    "train_upload_kind": "Two aligned files",
+    "train_upload_kind": UPLOAD_KINDS[0],
     "train_vocab": 1000,
     "train_size": "tiny",
     "train_d_model": 64,
@@ -109,7 +105,7 @@ def preview(pairs: list[Pair], n: int = 3) -> None:
 def source_settings(limits: HostedLimits) -> tuple[recipes.DataSource | None, str]:
     """What to learn: (data source or None when not ready, a short name for the checkpoint)."""
     kind = st.radio(session.tr("train.source"), SOURCES, key="train_source", persist_state=session.PERSIST,
-                    horizontal=True, format_func=shown(SOURCE_KEYS.get))  # fmt: skip
+                    horizontal=True, format_func=shown(lambda s: f"train.source.{s}"))  # fmt: skip
     if kind == SOURCES[0]:
         task = st.selectbox(
             session.tr("train.task"), list(TASKS), key="train_task", persist_state=session.PERSIST
@@ -134,7 +130,7 @@ def source_settings(limits: HostedLimits) -> tuple[recipes.DataSource | None, st
 def upload_settings(limits: HostedLimits) -> tuple[list[Pair] | None, str]:
     """Uploaded pairs (None until valid files are given) and their name."""
     form = st.radio(session.tr("train.format"), UPLOAD_KINDS, key="train_upload_kind", horizontal=True,
-                    persist_state=session.PERSIST, format_func=shown(UPLOAD_KEYS.get))  # fmt: skip
+                    persist_state=session.PERSIST, format_func=shown(lambda k: f"train.upload.{k}"))  # fmt: skip
     mb = widgets.upload_mb(limits.max_upload_bytes)
     if form == UPLOAD_KINDS[1]:
         st.caption(session.tr("train.upload.tsv_help", mb=mb))
