@@ -25,6 +25,17 @@ def test_package_dependencies_are_the_requirements_pins() -> None:
     assert project["scripts"]["visformer"] == "visformer.cli:main"
 
 
+def test_every_core_module_is_under_the_layer_contract() -> None:
+    """A new module at the package root (or a new model family) falls under the import-linter contract that
+    keeps the core free of the teaching views, the classroom services, the CLI and streamlit."""
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    core = next(c for c in contracts if "visformer.explain" in c.get("forbidden_modules", ()))
+    package = ROOT / "visformer"
+    modules = {p.stem for p in package.glob("*.py")} | {p.parent.name for p in package.glob("*/__init__.py")}
+    above = {"__init__", "__main__", "cli", "explain", "classroom"}  # the package's face and the layers above
+    assert set(core["source_modules"]) == {f"visformer.{m}" for m in modules - above}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("editable", [False, True], ids=["install", "editable"])
 def test_pip_install_in_a_fresh_venv_gives_the_visformer_command(tmp_path: Path, editable: bool) -> None:
