@@ -16,7 +16,7 @@ from torch import Tensor, nn
 from .architectures import architecture
 from .data import Batch, batches, encode_pairs, make_batch, source_batch
 from .decoding import beam_search, greedy
-from .model import Transformer
+from .models import Model
 from .records import EvalMetrics
 from .tasks import TaskExample, alignment_score, exact_match
 from .tokenizer import Tokenizer
@@ -44,7 +44,7 @@ def best_head_alignment(cross: list[Tensor], alignments: list[list[int]]) -> flo
 
 @torch.no_grad()
 def translate_batch(
-    model: Transformer,
+    model: Model,
     src_tok: Tokenizer,
     tgt_tok: Tokenizer,
     texts: Sequence[str],
@@ -64,7 +64,7 @@ def translate_batch(
 
 
 def translate_all(
-    model: Transformer,
+    model: Model,
     src_tok: Any,
     tgt_tok: Any,
     texts: Sequence[str],
@@ -104,7 +104,7 @@ class Evaluator:
 
     def __init__(
         self,
-        model: Transformer,
+        model: Model,
         src_tok: Tokenizer,
         tgt_tok: Tokenizer,
         valid_examples: Sequence[Any],

@@ -11,7 +11,8 @@ import torch
 from .architectures import architecture
 from .config import TrainConfig
 from .data import encode_example, make_batch
-from .model import AttentionMaps, Transformer
+from .model import AttentionMaps
+from .models import Model
 from .records import Snapshot
 from .tokenizer import Tokenizer
 
@@ -36,7 +37,7 @@ class ProbeRecorder:
 
     def __init__(
         self,
-        model: Transformer,
+        model: Model,
         src_tok: Tokenizer,
         tgt_tok: Tokenizer,
         valid_examples: Sequence[Any],
