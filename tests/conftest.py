@@ -29,7 +29,8 @@ from tests.helpers.checkpoints import (
 from tests.helpers.paths import REPO
 from tests.helpers.system import chromium
 from visformer import Transformer
-from visformer.checkpoint import list_checkpoints
+from visformer.checkpoint import list_checkpoints, save_checkpoint
+from visformer.tokenizer import SentencePieceTokenizer
 
 # Tests run tiny models: one torch thread is faster than several on a small shared machine (one model test took
 # 70 s with the default threads and 8.5 s with one on 2 cores), and results do not depend on the core count.
@@ -57,6 +58,26 @@ def _deterministic() -> None:
 def tiny_model() -> Transformer:
     """A two-layer tiny model in eval mode."""
     return Transformer(tiny_config(n_encoder_layers=2, n_decoder_layers=2)).eval()
+
+
+@pytest.fixture(scope="session")
+def sp_tokenizer() -> SentencePieceTokenizer:
+    """A small SentencePiece tokenizer with byte fallback (English, German, Korean, an emoji)."""
+    sentences = [
+        "a dog runs on the beach.",
+        "ein Hund läuft am Strand.",
+        "개가 해변을 달린다.",
+        "café ☕",
+    ] * 5
+    return SentencePieceTokenizer.train(sentences, 300, num_threads=1)
+
+
+@pytest.fixture(scope="session")
+def text_checkpoint(tmp_path_factory: pytest.TempPathFactory, sp_tokenizer: SentencePieceTokenizer) -> Path:
+    """An untrained tiny model with that tokenizer, saved as a checkpoint."""
+    v = sp_tokenizer.vocab_size
+    model = Transformer(tiny_config(src_vocab_size=v, tgt_vocab_size=v)).eval()
+    return save_checkpoint(tmp_path_factory.mktemp("ck") / "text", model, sp_tokenizer, sp_tokenizer)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 import visformer.checkpoint as checkpoint_module
+from tests.helpers.checkpoints import tiny_config
 from visformer.checkpoint import (
     CheckpointError,
     list_checkpoints,
@@ -26,8 +27,6 @@ from visformer.records import Snapshot
 from visformer.tasks import make_examples, task_tokenizer
 from visformer.tokenizer import SymbolTokenizer
 from visformer.training import Trainer
-
-from .conftest import tiny_config
 
 
 def tiny_model(vocab: int, **overrides) -> Transformer:
@@ -266,3 +265,10 @@ def test_snapshot_dataclass_is_shared_with_the_trainer() -> None:
     maps = AttentionMaps([torch.zeros(1, 2, 3, 3)], [torch.zeros(1, 2, 2, 2)], [torch.zeros(1, 2, 2, 3)])
     snap = Snapshot(step=1, loss=2.0, probes=["a"], attention=maps)
     assert checkpoint_module.Snapshot is Snapshot and snap.targets == []
+
+
+@pytest.mark.parametrize("name", ["abc\n", "abc\r\n", "a\nb", "\nabc"])
+def test_checkpoint_names_match_the_character_set_exactly(tmp_path: Path, name: str) -> None:
+    with pytest.raises(ValueError, match="invalid checkpoint name"):
+        safe_checkpoint_dir(tmp_path, name)
+    assert safe_checkpoint_dir(tmp_path, "abc") == tmp_path.resolve() / "abc"

@@ -16,6 +16,7 @@ from visformer.classroom.hosting import (
     RunSlots,
     load_limits,
     session_checkpoint_root,
+    session_folder_name,
     user_checkpoint_root,
 )
 
@@ -549,3 +550,9 @@ def test_cached_data_is_bounded_by_bytes_as_the_readme_says() -> None:
     assert "at most 64 MB of serialized data per process" in (repo / "README.md").read_text()
     streamlit.config.get_config_options(force_reparse=True)  # the value Streamlit reads at start
     assert streamlit.config.get_option("server.maxCacheDataSize") == "64mb"
+
+
+def test_a_session_id_with_a_trailing_newline_is_hashed_not_used_as_a_folder_name() -> None:
+    assert session_folder_name("abc") == "s-abc"
+    folder = session_folder_name("abc\n")
+    assert "\n" not in folder and folder != "s-abc\n"

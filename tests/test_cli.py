@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.paths import REPO
+from tests.helpers.training import TINY
 from visformer.checkpoint import load_checkpoint
 from visformer.cli import main
 from visformer.tasks import make_examples
-
-TINY = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--max-len", "32",
-        "--max-tokens", "256", "--warmup", "10", "--log-every", "5", "--no-progress"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -321,3 +321,41 @@ def test_evaluate_typed_scores_sources_as_students_type_them(
     typed = json.loads(capsys.readouterr().out.strip().split("\n")[-1])["typed"]
     assert set(typed) == {"no final punctuation", "one space fewer"}
     assert seen == [["a b c.", "d e f?"], ["a b c", "d e f"], ["a bc.", "d ef?"]]
+
+
+def _cli(*args: str | bytes) -> subprocess.CompletedProcess:
+    """`python -m visformer ARGS` (bytes arguments stay bytes: non-UTF-8 argv)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "visformer", *args], capture_output=True, cwd=REPO, env=env)
+
+
+@pytest.mark.parametrize("sentence", [b"caf\xe9 \xff\xfe", b"\xed\xa0\x80", "\u202e\x7f ok".encode()])
+def test_cli_translate_with_non_utf8_arguments_translates_or_says_one_line(
+    text_checkpoint: Path, sentence: bytes
+) -> None:
+    done = _cli("translate", "--checkpoint", str(text_checkpoint), sentence)
+    assert b"Traceback" not in done.stderr, done.stderr.decode(errors="replace")
+    if done.returncode == 0:
+        assert done.stdout.count(b"\n") == 1
+    else:
+        assert done.returncode == 2 and done.stderr.count(b"\n") == 1
+
+
+def test_cli_non_utf8_checkpoint_path_is_one_error_line() -> None:
+    done = _cli("translate", "--checkpoint", b"/no/such/\xff", "hello")
+    assert done.returncode == 2 and done.stderr.startswith(b"error: ") and done.stderr.count(b"\n") == 1
+
+
+@pytest.mark.parametrize("name", [b"abc\xff", b"abc\n", b"..", b".hidden"])
+def test_cli_average_refuses_an_out_name_outside_the_character_set(
+    text_checkpoint: Path, tmp_path: Path, name: bytes
+) -> None:
+    done = _cli("average", str(text_checkpoint), "--out", os.fsencode(tmp_path) + b"/" + name)
+    assert done.returncode == 2 and done.stderr.startswith(b"error: invalid checkpoint name")
+    assert done.stderr.count(b"\n") == 1 and list(tmp_path.iterdir()) == []
+
+
+def test_cli_os_errors_are_one_line(text_checkpoint: Path, tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("not a folder")
+    done = _cli("average", str(text_checkpoint), "--out", str(tmp_path / "a-file" / "avg"))
+    assert done.returncode == 2 and done.stderr.startswith(b"error: ") and done.stderr.count(b"\n") == 1

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import itertools
 import math
+from pathlib import Path
 
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.helpers.checkpoints import tiny_config
 from visformer.decoding import (
     STRATEGIES,
     apply_temperature,
@@ -26,8 +28,6 @@ from visformer.decoding import (
     translate,
 )
 from visformer.model import HeadMask, Transformer
-
-from .conftest import tiny_config
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 FAST = settings(max_examples=40, deadline=None)
@@ -528,3 +528,55 @@ def test_bf16_and_fp32_decoding_agree_on_the_shipped_models(monkeypatch, name: s
         gaps.append(abs(bf16.output.steps[0].token_prob - fp32.output.steps[0].token_prob))
     assert same >= len(sentences) - 1
     assert 0 < max(gaps) < 0.02  # bf16 did run (the numbers moved), and moved them little
+
+
+def test_translate_cleans_its_input_like_the_app(text_checkpoint: Path) -> None:
+    from visformer.checkpoint import load_checkpoint
+    from visformer.decoding import translate
+
+    ck = load_checkpoint(text_checkpoint)
+    args = (ck.model, ck.src_tokenizer, ck.tgt_tokenizer)
+    plain = translate(*args, "a dog runs")
+    dirty = translate(*args, "a\u202e dog\x07\udcff\n  runs\t")
+    assert dirty.src_ids == plain.src_ids and dirty.text == plain.text
+    for empty in ("", "  \n", "\x00\u202e"):
+        with pytest.raises(ValueError, match="nothing to translate"):
+            translate(*args, empty)
+
+
+def _each_param_just_outside() -> list[tuple[str, str, float]]:
+    """(strategy, parameter, a value just below its range) for every declared parameter."""
+    from visformer.decoding import STRATEGIES
+
+    return [(s.name, p.name, p.low - p.step) for s in STRATEGIES.values() for p in s.params]
+
+
+@pytest.mark.parametrize(("strategy", "name", "value"), _each_param_just_outside())
+def test_strategies_and_the_app_refuse_the_same_out_of_range_values(
+    strategy: str, name: str, value: float
+) -> None:
+    import torch
+
+    from visformer.classroom.inputs import InputError, check_decoding_params
+    from visformer.decoding import get_strategy
+
+    model = Transformer(tiny_config()).eval()
+    src = torch.tensor([[5, 6, 7, 3]])  # (1, S)
+    with pytest.raises(ValueError, match=f"{name} must be between") as api:
+        get_strategy(strategy)(model, src, **{name: value})
+    with pytest.raises(InputError) as app:
+        check_decoding_params(strategy, {name: value})
+    assert str(app.value) == str(api.value)
+
+
+def test_top_k_sampling_refuses_k_0_and_the_app_offers_k_from_1() -> None:
+    import torch
+
+    from pages import _views as schema
+    from visformer.decoding import get_strategy
+
+    model = Transformer(tiny_config()).eval()
+    with pytest.raises(ValueError, match="top_k must be between 1 and"):
+        get_strategy("top-k")(model, torch.tensor([[5, 6, 3]]), top_k=0, seed=0)
+    assert schema.VIEW_PARAMS[schema.decoding_param_key("top-k", "top_k")].lo == 1
+    assert get_strategy("sample")(model, torch.tensor([[5, 6, 3]]), top_k=0, seed=0).params["top_k"] == 0

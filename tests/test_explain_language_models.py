@@ -9,14 +9,13 @@ import numpy as np
 import pytest
 import torch
 
+from tests.helpers.checkpoints import tiny_config
 from visformer.checkpoint import load_checkpoint
 from visformer.explain import comparison as cmp
 from visformer.explain import language_models as lms
 from visformer.models import build_model
 from visformer.models.lm import generate
 from visformer.tasks import task_tokenizer
-
-from .conftest import tiny_config
 
 SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints"
 TOK = task_tokenizer("copy")  # letters a-z, one symbol per piece

@@ -10,6 +10,7 @@ import pytest
 import torch
 from torch import nn
 
+from tests.helpers.checkpoints import tiny_config
 from visformer import (
     HeadMask,
     ModelConfig,
@@ -18,8 +19,6 @@ from visformer import (
     pe_rotation,
     positional_encoding,
 )
-
-from .conftest import tiny_config
 
 
 def rand_tokens(b: int, n: int, vocab: int = 20) -> torch.Tensor:

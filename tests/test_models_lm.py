@@ -8,14 +8,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tests.helpers.checkpoints import tiny_config
 from visformer.checkpoint import load_checkpoint, save_checkpoint
 from visformer.data import Pair, make_batch
 from visformer.models import CausalLM, MaskedLM, attention_layers, build_model, lm_objective, mask_pieces
 from visformer.models.lm import IGNORE, SPECIAL_IDS, generate, lm_loss
 from visformer.tasks import task_tokenizer
 from visformer.training import StepMetrics, TrainConfig, Trainer
-
-from .conftest import tiny_config
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.helpers.checkpoints import tiny_config
 from visformer.checkpoint import load_checkpoint, save_checkpoint
 from visformer.config import TrainConfig
 from visformer.decoding import beam_search, greedy, sample
@@ -16,8 +17,6 @@ from visformer.models import RNNSeq2Seq, attention_layers, build_model
 from visformer.records import EvalMetrics
 from visformer.tasks import make_examples, task_tokenizer
 from visformer.training import Trainer
-
-from .conftest import tiny_config
 
 PAD, BOS, EOS = 0, 2, 3
 ATTENTIVE = ("rnn-bahdanau", "rnn-luong", "rnn-dot")

@@ -162,3 +162,19 @@ def test_joint_multi30k_vocabulary() -> None:
     assert tok.vocab_size == 8000
     ids = tok.encode("Ein Hund läuft im Gras. A dog runs on the grass.")
     assert tok.unk_id not in ids and len(ids) < 20  # common words are whole pieces
+
+
+ANY_TEXT = st.text(st.characters(exclude_categories=()))  # surrogates included (excluded by default)
+LONE_SURROGATES = st.text(st.sampled_from(["\udcff", "\ud800", "\udfff", "a", " ", "é"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=ANY_TEXT | LONE_SURROGATES)
+def test_sentencepiece_encodes_any_python_string(sp_tokenizer: SentencePieceTokenizer, text: str) -> None:
+    ids = sp_tokenizer.encode(text)
+    assert all(0 <= i < sp_tokenizer.vocab_size for i in ids)
+    assert isinstance(sp_tokenizer.normalize(text), str)
+
+
+def test_a_lone_surrogate_is_read_as_the_replacement_character(sp_tokenizer: SentencePieceTokenizer) -> None:
+    assert sp_tokenizer.encode("a\udcffb") == sp_tokenizer.encode("a\ufffdb")

@@ -9,6 +9,8 @@ import threading
 import pytest
 import torch
 
+from tests.helpers.checkpoints import tiny_config
+from tests.helpers.training import make_trainer
 from visformer.config import TrainConfig
 from visformer.data import Pair
 from visformer.model import Transformer
@@ -16,35 +18,6 @@ from visformer.probes import snapshot_schedule
 from visformer.records import EvalMetrics, StepMetrics
 from visformer.tasks import make_examples, task_tokenizer
 from visformer.training import Trainer, TrainingDiverged, noam_lr
-
-from .conftest import tiny_config
-
-
-def make_trainer(
-    task: str = "copy", seed: int = 0, n_train: int = 300, d_model: int = 32, **overrides
-) -> Trainer:
-    """A d_model=32, one-layer trainer on a toy task."""
-    tok = task_tokenizer(task)
-    valid = make_examples(task, 20, seed=99, max_len=6)
-    train = make_examples(task, n_train, seed=seed, max_len=6)
-    settings = dict(
-        steps=40,
-        max_tokens=256,
-        warmup=20,
-        lr_factor=1.0,
-        log_every=1,
-        eval_every=1000,
-        label_smoothing=0.0,
-        seed=seed,
-        device="cpu",
-        n_snapshots=4,
-    )
-    settings.update(overrides)
-    torch.manual_seed(seed)
-    model = Transformer(
-        tiny_config(src_vocab_size=tok.vocab_size, tgt_vocab_size=tok.vocab_size, d_model=d_model)
-    )
-    return Trainer(model, train, valid, tok, tok, TrainConfig(**settings), task=task)
 
 
 def losses(trainer: Trainer) -> list[float]:

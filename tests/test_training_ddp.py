@@ -15,13 +15,12 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from safetensors.torch import load_file, save_file
 
+from tests.helpers.checkpoints import tiny_config
 from visformer.checkpoint import load_checkpoint
 from visformer.config import TrainConfig
 from visformer.model import Transformer
 from visformer.tasks import make_examples, task_tokenizer
 from visformer.training import Trainer
-
-from .conftest import tiny_config
 
 
 def _free_port() -> int:

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.helpers.checkpoints import tiny_config
+from tests.helpers.training import TINY, make_trainer
 from visformer.checkpoint import (
     OPTIMIZER_FILE,
     CheckpointError,
@@ -21,10 +23,6 @@ from visformer.cli import main
 from visformer.model import Transformer
 from visformer.records import StepMetrics
 from visformer.training import Trainer, noam_lr
-
-from .conftest import tiny_config
-from .test_cli import TINY
-from .test_training import make_trainer
 
 
 def run_all(trainer: Trainer) -> None:

@@ -6,12 +6,11 @@ from pathlib import Path
 
 import torch
 
+from tests.helpers.training import TINY
 from visformer.checkpoint import load_checkpoint
 from visformer.cli import main
 from visformer.tokenizer import SentencePieceTokenizer
 from visformer.warmstart import transplant_rows, warm_start
-
-from .test_cli import TINY
 
 OLD_TEXTS = ["a dog runs on the grass", "ein hund rennt auf dem gras", "two men play music"] * 20
 NEW_TEXTS = OLD_TEXTS + ["where is the train station", "wo ist der bahnhof", "i love you"] * 20
