@@ -97,16 +97,14 @@ def opus_model(quick: bool) -> tuple[Transformer, str]:
 # ---------------------------------------------------------------------------------------------
 
 
-def memory_bandwidth(megabytes: int = 512, repeats: int = 5) -> Stat:
-    """Read bandwidth in GB/s: summing a buffer far larger than the caches, median of `repeats`."""
+def memory_bandwidth(megabytes: int = 512, repeats: int = 5) -> dict[str, Stat]:
+    """Read bandwidth in GB/s over a buffer far larger than the caches: summing it, and as the weight matrix of
+    an fp32 matrix-vector product (the kernel a batch-1 decoding step streams its weights through)."""
     buf = torch.ones(megabytes * 2**20 // 4)
-    buf.sum()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        buf.sum()
-        times.append(time.perf_counter() - start)
-    return Stat.of(times).inverse(buf.numel() * 4 / 1e9)
+    matrix, vector = buf.view(-1, 1024), torch.ones(1024)
+    runs = {"sum": buf.sum, "gemv": lambda: torch.mv(matrix, vector)}
+    times = alternate(runs, repeats)
+    return {name: Stat.of(seconds).inverse(buf.numel() * 4 / 1e9) for name, seconds in times.items()}
 
 
 def matmul_peak(dtype: torch.dtype, n: int = 1024, repeats: int = 5) -> Stat:
@@ -124,8 +122,10 @@ def matmul_peak(dtype: torch.dtype, n: int = 1024, repeats: int = 5) -> Stat:
 def bytes_per_token(model: Transformer, dtypes: StepDtypes) -> int:
     """Bytes of decoder weights one step reads (cross-attention K/V weights are used once, not per token)."""
     w = fast_weights(model, dtypes)
-    tensors = [t for lw in w.layers for lin in (lw.qkv, lw.self_out, lw.cross_q, lw.cross_out, lw.ff1, lw.ff2)
-               for t in lin if t is not None] + [t for t in w.output if t is not None]  # fmt: skip
+    linears = [
+        lin for lw in w.layers for lin in (lw.qkv, lw.self_out, lw.cross_q, lw.cross_out, lw.ff1, lw.ff2)
+    ]
+    tensors = [t for weight, bias, _ in (*linears, w.output) for t in (weight, bias) if t is not None]
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
@@ -260,7 +260,7 @@ def profile_rows(section: Section, label: str, model: Transformer, rounds: int) 
         )
         section.notes.append(
             f"profile, {label}, greedy fp32 batch 1, {name} path: {wall * 1e3 / steps:.2f} ms/token "
-            f"(encode included), {ops:.0f} aten ops per token; {parts}"
+            f"{ops:.0f} aten calls per token (nested calls counted); {parts}"
         )
         print(section.notes[-1], flush=True)
 
@@ -270,40 +270,57 @@ def profile_rows(section: Section, label: str, model: Transformer, rounds: int) 
 # ---------------------------------------------------------------------------------------------
 
 
-def compile_rows(section: Section, model: Transformer, label: str) -> None:
-    """Compile time and ms/token of the fp32 fast step compiled (dynamic shapes) against eager."""
-    src = source(model, 1)
+def compile_timings(model: Transformer) -> dict[str, float]:
+    """Compile time and ms/token of the fp32 fast step compiled (dynamic shapes) against eager, batch 1."""
     with torch.no_grad():
-        encoded = model.encode(src)
-    dtypes = StepDtypes(F32, F32)
-    steps = 20
-    eager = FastDecoder.step
-    compiled = torch.compile(FastDecoder.step, dynamic=True)
+        encoded = model.encode(source(model, 1))
+    steps, dtypes = 20, StepDtypes(F32, F32)
+    eager, compiled = FastDecoder.step, torch.compile(FastDecoder.step, dynamic=True)
 
-    def run(step) -> float:
+    def run(step) -> None:
         dec = FastDecoder(fast_weights(model, dtypes), encoded, steps)
         token = torch.full((1,), 2)
-        start = time.thread_time()
         with torch.no_grad():
             for _ in range(steps):
                 token = step(dec, token).argmax(-1)
-        return time.thread_time() - start
 
+    start = time.perf_counter()
+    run(compiled)  # compiles (and recompiles as the cache grows, if it must)
+    compile_s = time.perf_counter() - start
+    times = alternate(
+        {"eager": lambda: run(eager), "compiled": lambda: run(compiled)}, 5, clock=time.thread_time
+    )
+    ms = {name: Stat.of(seconds).median * 1e3 / steps for name, seconds in times.items()}
+    return {"compile_s": compile_s, **ms}
+
+
+def compile_rows(section: Section, label: str, limit_s: int) -> None:
+    """torch.compile's payback, measured in a child process that may take at most `limit_s` seconds."""
+    import json
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "bench.bench_token", "--compile-child"]
+    root = Path(__file__).resolve().parents[1]
     try:
-        start = time.perf_counter()
-        run(compiled)  # compiles (and recompiles as the cache grows, if it must)
-        compile_s = time.perf_counter() - start
-        times = alternate({"eager": lambda: run(eager), "compiled": lambda: run(compiled)}, 5, warmup=1)
-    except Exception as exc:  # noqa: BLE001 - report why compile did not work here
+        done = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=limit_s, check=True)
+        r = json.loads(done.stdout.strip().splitlines()[-1])
+    except subprocess.TimeoutExpired:
+        section.notes.append(
+            f"torch.compile of the fast step ({label}, fp32, batch 1): not finished compiling after {limit_s} s "
+            "on this machine, so it cannot pay back in a class session; the step runs eagerly."
+        )
+        return
+    except (subprocess.CalledProcessError, ValueError, IndexError) as exc:
         section.notes.append(f"torch.compile of the fast step ({label}): failed here: {str(exc)[:160]}")
         return
-    eager_ms = Stat.of(times["eager"]).median * 1e3 / steps
-    compiled_ms = Stat.of(times["compiled"]).median * 1e3 / steps
-    saved = eager_ms - compiled_ms
-    payback = f"pays back after {compile_s * 1e3 / saved:,.0f} tokens" if saved > 0 else "never pays back"
+    saved = r["eager"] - r["compiled"]
+    payback = (
+        f"pays back after {r['compile_s'] * 1e3 / saved:,.0f} tokens" if saved > 0 else "never pays back"
+    )
     section.notes.append(
         f"torch.compile of the fast step ({label}, fp32, batch 1, dynamic shapes): first run with compilation "
-        f"{compile_s:.1f} s; then {compiled_ms:.2f} ms/token against {eager_ms:.2f} eager: {payback}."
+        f"{r['compile_s']:.1f} s; then {r['compiled']:.2f} ms/token against {r['eager']:.2f} eager: {payback}."
     )
     print(section.notes[-1], flush=True)
 
@@ -321,23 +338,34 @@ def run(quick: bool = False, rounds: int = 5) -> Section:
         ["model", "batch", "step", "ms/token", "vs reference fp32", "bound ms/token", "× bound"],
     )
     rounds = 2 if quick else rounds
-    bandwidth = memory_bandwidth(64 if quick else 512)
+    bandwidths = memory_bandwidth(64 if quick else 512)
+    bandwidth = max(bandwidths.values(), key=lambda stat: stat.median)  # what the best kernel streams
     peaks = {dt: matmul_peak(dt, 256 if quick else 1024) for dt in (F32, BF16)}
     section.notes.append(
-        f"memory bandwidth (sum over a 512 MiB buffer): {bandwidth.fmt(1)} GB/s; matmul peak (1024²): fp32 "
+        f"memory bandwidth over a 512 MiB buffer: sum {bandwidths['sum'].fmt(1)} GB/s, fp32 GEMV "
+        f"{bandwidths['gemv'].fmt(1)} GB/s (the bound uses the larger); matmul peak (1024²): fp32 "
         f"{peaks[F32].fmt(0)} GFLOP/s, bf16 {peaks[BF16].fmt(0)} GFLOP/s"
     )
     for model, label in (shipped_model(quick), opus_model(quick)):
         big = model.config.d_model >= 512
-        batches = (1,) if quick else ((1, 64) if not big else (1, 16))
+        batches = (1,) if quick else ((1, 4, 64) if not big else (1, 4))
         time_steps(section, label, model, batches, 2 if big else rounds, bandwidth.median)
         profile_rows(section, label, model, 2 if big else rounds)
-        if not big and not quick:
-            compile_rows(section, model, label)
     end = memory_bandwidth(64 if quick else 512)
-    section.notes.append(f"memory bandwidth again at the end: {end.fmt(1)} GB/s")
+    section.notes.append(
+        f"memory bandwidth again at the end: sum {end['sum'].fmt(1)} GB/s, GEMV {end['gemv'].fmt(1)} GB/s"
+    )
+    if not quick:
+        compile_rows(section, shipped_model(quick)[1], limit_s=180)
     return section
 
 
 if __name__ == "__main__":
-    print(run().markdown())
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--compile-child", action="store_true", help="time torch.compile of the step (JSON)")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    print(json.dumps(compile_timings(shipped_model(False)[0])) if args.compile_child else run().markdown())

@@ -117,3 +117,6 @@ def test_precision_choices(monkeypatch) -> None:
     monkeypatch.setattr(utils, "_cpu_has_bf16", lambda: True)
     assert decoding_dtype(tiny_config(), 64, cpu, "auto") == FP32  # too narrow to gain
     assert decoding_dtype(cfg, 64, cpu, "auto").layers == torch.bfloat16  # a batch: bf16 matmuls pay
+    assert decoding_dtype(cfg, 1, cpu, "auto") == FP32  # one row of a small model: fp32 GEMV is faster
+    big = tiny_config(d_model=512, n_heads=8, tgt_vocab_size=65001, src_vocab_size=65001)
+    assert decoding_dtype(big, 1, cpu, "auto") == StepDtypes(torch.float32, torch.bfloat16)  # big output

@@ -44,10 +44,12 @@ def fast_path_applies(model: nn.Module, head_mask: HeadMask | None) -> bool:
     return _FAST.get() and isinstance(model, Transformer) and head_mask is None and not model.training
 
 
-# bf16 pays at batch 1 only for a large output matrix (bench/RESULTS.md, Decoding precision): a single row is
-# memory-bound and this CPU's bf16 GEMV kernels are slower than fp32 below a few million weights
-BF16_MIN_ROWS = 4  # rows decoded together (batch x beams) from which every matmul runs in bf16
-BF16_MIN_OUTPUT_WEIGHTS = 16_000_000  # vocabulary x d_model from which the output projection runs in bf16
+# Measured on this project's CPU (bench/RESULTS.md, Decoding: where a token's time goes): below about 16 rows
+# decoded together (batch x beams) a step's small matmuls run faster in fp32 (this CPU's bf16 GEMV kernels carry
+# more overhead than the bytes they save), from 16 rows on bf16 wins; a large output matrix (opus-mt's 65,001 x
+# 512) is read in bf16 at every batch, since at one row its bytes dominate the step.
+BF16_MIN_ROWS = 16  # rows from which every matmul runs in bf16
+BF16_MIN_OUTPUT_WEIGHTS = 16_000_000  # vocabulary x d_model from which the output projection is always bf16
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,7 @@ def decoding_dtype(
     return StepDtypes(layers, dtype if rows >= BF16_MIN_ROWS or big_output else torch.float32)
 
 
-Linear = tuple[Tensor, Tensor | None]  # weight (out, in), bias (out,)
+Linear = tuple[Tensor, Tensor | None, bool]  # weight (out, in) or, transposed, (in, out); bias (out,)
 Norm = tuple[Tensor, Tensor, float]  # LayerNorm weight, bias, eps (fp32)
 
 
@@ -107,11 +109,27 @@ class FastWeights:
 
 
 def _linear(dtype: torch.dtype, *modules: nn.Linear) -> Linear:
-    """Weights and biases of `modules` stacked along the outputs, in `dtype` (no copy for one fp32 module)."""
+    """Weights and biases of `modules` stacked along the outputs, in `dtype`; fp32 weights stored transposed.
+
+    This CPU's fp32 GEMV/GEMM reads a (in, out) matrix up to 2x faster than nn.Linear's (out, in) one at
+    1-64 rows, bf16 the other way round (bench/RESULTS.md, Decoding: where a token's time goes).
+    """
     weight = torch.cat([m.weight for m in modules]) if len(modules) > 1 else modules[0].weight
     biases = [m.bias for m in modules]
     bias = None if biases[0] is None else torch.cat(biases) if len(biases) > 1 else biases[0]
-    return weight.detach().to(dtype), None if bias is None else bias.detach().to(dtype)
+    weight, transposed = weight.detach().to(dtype), dtype == torch.float32
+    weight = weight.t().contiguous() if transposed else weight
+    return weight, None if bias is None else bias.detach().to(dtype), transposed
+
+
+def project(x: Tensor, lin: Linear) -> Tensor:
+    """x (..., in) W^T + b with a prepared Linear."""
+    weight, bias, transposed = lin
+    if not transposed:
+        return F.linear(x, weight, bias)
+    if x.dim() != 2:
+        return project(x.reshape(-1, x.shape[-1]), lin).view(*x.shape[:-1], -1)
+    return x @ weight if bias is None else torch.addmm(bias, x, weight)
 
 
 def _norm(module: nn.LayerNorm) -> Norm:
@@ -119,41 +137,28 @@ def _norm(module: nn.LayerNorm) -> Norm:
     return module.weight.detach(), module.bias.detach(), module.eps
 
 
-def prepare_weights(model: Transformer, dtypes: StepDtypes) -> FastWeights:
-    """Lay out the decoder's weights for the fast step (fused Q/K/V and K/V, one dtype)."""
+def _layers(model: Transformer, dtype: torch.dtype) -> list[LayerWeights]:
+    """The decoder layers' weights for the fast step: fused Q/K/V and K/V, in `dtype`."""
     layers = []
-    dt = dtypes.layers
     for block in model.decoder.layers:
         sa, ca, ff = block.self_attn, block.cross_attn, block.feed_forward
         layers.append(
             LayerWeights(
-                qkv=_linear(dt, sa.w_q, sa.w_k, sa.w_v),
-                self_out=_linear(dt, sa.w_o),
-                cross_q=_linear(dt, ca.w_q),
-                cross_kv=_linear(dt, ca.w_k, ca.w_v),
-                cross_out=_linear(dt, ca.w_o),
-                ff1=_linear(dt, ff.linear1),
-                ff2=_linear(dt, ff.linear2),
+                qkv=_linear(dtype, sa.w_q, sa.w_k, sa.w_v),
+                self_out=_linear(dtype, sa.w_o),
+                cross_q=_linear(dtype, ca.w_q),
+                cross_kv=_linear(dtype, ca.w_k, ca.w_v),
+                cross_out=_linear(dtype, ca.w_o),
+                ff1=_linear(dtype, ff.linear1),
+                ff2=_linear(dtype, ff.linear2),
                 norms=(_norm(block.sublayer1.norm), _norm(block.sublayer2.norm), _norm(block.sublayer3.norm)),
             )
         )
-    cfg = model.config
-    final = model.decoder.norm
-    return FastWeights(
-        dtypes=dtypes,
-        layers=layers,
-        embedding=model.tgt_embed.token.weight.detach(),
-        scale=model.tgt_embed.scale,
-        pe=model.tgt_embed.pe,
-        final_norm=_norm(final) if isinstance(final, nn.LayerNorm) else None,
-        output=_linear(dtypes.output, model.generator),
-        n_heads=cfg.n_heads,
-        norm_first=cfg.norm_first,
-        activation=cfg.activation,
-    )
+    return layers
 
 
-# model -> {dtypes: (parameter versions, weights)}: laid out once, again after training changed a weight
+# model -> {(part, dtype): (parameter versions, prepared weights)}: laid out once per part and dtype (so the
+# combinations share them), again after training changed a weight
 _PREPARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -162,20 +167,40 @@ def _versions(model: nn.Module) -> tuple[tuple[int, int], ...]:
     return tuple((p.data_ptr(), p._version) for p in model.parameters())
 
 
+def _prepared(model: Transformer, part: str, dtype: torch.dtype, versions: tuple) -> object:
+    """The model's decoder layers (part "layers") or output projection ("output") laid out in `dtype`."""
+    per_model = _PREPARED.setdefault(model, {})
+    entry = per_model.get((part, dtype))
+    if entry is None or entry[0] != versions:
+        made = _layers(model, dtype) if part == "layers" else _linear(dtype, model.generator)
+        per_model[(part, dtype)] = entry = (versions, made)
+    return entry[1]
+
+
 def fast_weights(model: Transformer, dtypes: StepDtypes) -> FastWeights:
     """The model's prepared weights for `dtypes`, made on first use and when a parameter has changed."""
     versions = _versions(model)
-    per_model = _PREPARED.setdefault(model, {})
-    entry = per_model.get(dtypes)
-    if entry is None or entry[0] != versions:
-        per_model[dtypes] = entry = (versions, prepare_weights(model, dtypes))
-    return entry[1]
+    cfg = model.config
+    final = model.decoder.norm
+    return FastWeights(
+        dtypes=dtypes,
+        layers=_prepared(model, "layers", dtypes.layers, versions),
+        embedding=model.tgt_embed.token.weight.detach(),
+        scale=model.tgt_embed.scale,
+        pe=model.tgt_embed.pe,
+        final_norm=_norm(final) if isinstance(final, nn.LayerNorm) else None,
+        output=_prepared(model, "output", dtypes.output, versions),
+        n_heads=cfg.n_heads,
+        norm_first=cfg.norm_first,
+        activation=cfg.activation,
+    )
 
 
 class FastDecoder:
     """Incremental decoding of a Transformer on prepared weights: one new token per row and step."""
 
-    def __init__(self, weights: FastWeights, encoded: Encoded, max_steps: int) -> None:
+    def __init__(self, weights: FastWeights, encoded: Encoded, max_steps: int, group: int = 1) -> None:
+        """Rows are `group` consecutive rows per sentence of `encoded` (beams); they share its cross K/V."""
         w = self.w = weights
         memory = encoded.memory  # (B, S, d)
         b, s, d = memory.shape
@@ -183,14 +208,18 @@ class FastDecoder:
         dt = w.dtypes.layers
         self.d_model, self.d_head = d, d // h
         mem = memory.to(dt)
-        cross = [F.linear(mem, *lw.cross_kv).view(b, s, 2, h, d // h) for lw in w.layers]  # (B, S, 2, h, dh)
+        cross = [project(mem, lw.cross_kv).view(b, s, 2, h, d // h) for lw in w.layers]  # (B, S, 2, h, dh)
         self.cross = torch.stack(cross).permute(0, 3, 1, 4, 2, 5).contiguous()  # (L, 2, B, h, S, dh)
+        self.group = group
+        self.sentences = torch.arange(b, device=memory.device)  # (B,) sentence of each cross K/V row
         src_mask = encoded.src_mask  # (B, 1, 1, S), True = a real token
         self.mask = None  # an additive (B, 1, 1, S) mask where some source is padded
         if not bool(src_mask.all()):
             self.mask = torch.zeros(src_mask.shape, dtype=dt).masked_fill(~src_mask, float("-inf"))
         n_layers = len(w.layers)
-        self.kv = memory.new_empty((n_layers, 2, b, h, max_steps, d // h), dtype=dt)  # (L, 2, B, h, T, dh)
+        self.kv = memory.new_empty(
+            (n_layers, 2, b * group, h, max_steps, d // h), dtype=dt
+        )  # (L, 2, A, h, T, dh)
         self.length = 0
 
     def step(self, tokens: Tensor) -> Tensor:
@@ -212,37 +241,43 @@ class FastDecoder:
             if not pre:
                 x = F.layer_norm(x, (d,), *n2)
             y = F.layer_norm(x, (d,), *n3) if pre else x
-            x = x + F.linear(act(F.linear(y.to(dt), *lw.ff1)), *lw.ff2)
+            x = x + project(act(project(y.to(dt), lw.ff1)), lw.ff2)
             if not pre:
                 x = F.layer_norm(x, (d,), *n3)
         if w.final_norm is not None:
             x = F.layer_norm(x, (d,), *w.final_norm)
         self.length = t + 1
-        return F.linear(x.to(w.dtypes.output), *w.output).float()  # (A, V)
+        return project(x.to(w.dtypes.output), w.output).float()  # (A, V)
 
     def _self_attention(self, y: Tensor, lw: LayerWeights, i: int, t: int) -> Tensor:
         """Masked self-attention of the new position over positions 0..t (its K/V written at t): (A, d)."""
         a = y.shape[0]
-        qkv = F.linear(y, *lw.qkv).view(a, 3, -1, self.d_head)  # (A, 3, h, dh)
+        qkv = project(y, lw.qkv).view(a, 3, -1, self.d_head)  # (A, 3, h, dh)
         self.kv[i, :, :, :, t] = qkv[:, 1:].transpose(0, 1)  # (2, A, h, dh)
         k, v = self.kv[i, :, :, :, : t + 1].unbind(0)  # (A, h, t+1, dh) each
         out = F.scaled_dot_product_attention(qkv[:, 0, :, None], k, v)  # (A, h, 1, dh); no future to hide
-        return F.linear(out.reshape(a, -1), *lw.self_out)
+        return project(out.reshape(a, -1), lw.self_out)
 
     def _cross_attention(self, y: Tensor, lw: LayerWeights, i: int) -> Tensor:
-        """Attention of the new position over the encoder output (K/V computed once): (A, d)."""
-        a = y.shape[0]
-        q = F.linear(y, *lw.cross_q).view(a, -1, 1, self.d_head)  # (A, h, 1, dh)
-        k, v = self.cross[i].unbind(0)  # (A, h, S, dh)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask)  # (A, h, 1, dh)
-        return F.linear(out.reshape(a, -1), *lw.cross_out)
+        """Attention of the new position over the encoder output (K/V computed once): (A, d).
+
+        The G rows of a sentence (its beams) are G queries of one attention over its keys: (B, h, G, dh).
+        """
+        a, g = y.shape[0], self.group
+        q = project(y, lw.cross_q).view(a // g, g, -1, self.d_head).transpose(1, 2)  # (B, h, G, dh)
+        k, v = self.cross[i].unbind(0)  # (B, h, S, dh)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask)  # (B, h, G, dh)
+        return project(out.transpose(1, 2).reshape(a, -1), lw.cross_out)
 
     def keep(self, rows: Tensor) -> None:
-        """Keep batch rows `rows` (drop finished sentences, reorder beams); copies only the filled steps."""
+        """Keep rows `rows` (drop finished sentences, reorder beams: G rows per kept sentence, in sentence order);
+        copies only the filled steps of the cache, and the cross K/V only when sentences left."""
         t = self.length
         kv = self.kv.new_empty((*self.kv.shape[:2], len(rows), *self.kv.shape[3:]))
         torch.index_select(self.kv[..., :t, :], 2, rows, out=kv[..., :t, :])
         self.kv = kv
-        self.cross = self.cross.index_select(2, rows)
-        if self.mask is not None:
-            self.mask = self.mask.index_select(0, rows)
+        sentences = rows[:: self.group] // self.group  # (B',) position of each kept sentence
+        if len(sentences) != len(self.sentences) or not bool((sentences == self.sentences).all()):
+            self.cross = self.cross.index_select(2, sentences)
+            self.mask = None if self.mask is None else self.mask.index_select(0, sentences)
+            self.sentences = torch.arange(len(sentences), device=rows.device)

@@ -63,26 +63,23 @@ def decoder(
     max_steps: int,
     head_mask: HeadMask | None = None,
     precision: str = "auto",
-    rows: Tensor | None = None,
+    beams: int = 1,
 ) -> Iterator[FastDecoder | ReferenceDecoder]:
-    """Encode src (B, S) and hand out a decoder of rows `rows` (default: each sentence once) for `max_steps`.
+    """Encode src (B, S) and hand out a decoder of `beams` consecutive rows per sentence for `max_steps`.
 
     The fast step on prepared weights where it applies (a Transformer in eval mode without a head mask),
     else `model.decode` under one autocast region for encode and every step (bf16 weight copies made once).
     """
-    n_rows = src.shape[0] if rows is None else len(rows)
     if fast_path_applies(model, head_mask):
-        dtypes = decoding_dtype(model.config, n_rows, src.device, precision)
+        dtypes = decoding_dtype(model.config, src.shape[0] * beams, src.device, precision)
         with precision_context(model, "bf16" if dtypes.layers == torch.bfloat16 else "fp32"):
             encoded = model.encode(src)
-        dec = FastDecoder(fast_weights(model, dtypes), encoded, max_steps)
-        if rows is not None:
-            dec.keep(rows)
-        yield dec
+        yield FastDecoder(fast_weights(model, dtypes), encoded, max_steps, group=beams)
         return
     with precision_context(model, precision):
         encoded = model.encode(src, head_mask=head_mask)
-        if rows is not None:
+        if beams > 1:
+            rows = torch.arange(src.shape[0], device=src.device).repeat_interleave(beams)  # (B*K,)
             encoded = Encoded(encoded.memory[rows], encoded.src_mask[rows], [])
         yield ReferenceDecoder(model, encoded, head_mask)
 
@@ -276,10 +273,7 @@ def beam_search(
     k, pad_id, device = beam_size, model.config.pad_id, src.device
     limits = _length_limits(src, pad_id, max_len, model.config.max_len).tolist()
     records = [_BeamRecord(limit) for limit in limits]
-    expand = torch.arange(src.shape[0], device=device).repeat_interleave(k)  # (B*K,) sentence of each row
-    with decoder(
-        model, src, max_steps=max(limits), head_mask=head_mask, precision=precision, rows=expand
-    ) as dec:
+    with decoder(model, src, max_steps=max(limits), head_mask=head_mask, precision=precision, beams=k) as dec:
         active = list(range(src.shape[0]))  # sentences still searching
         scores = torch.full((len(active), k), -math.inf, device=device)  # (A, K) log P of live beams
         scores[:, 0] = 0.0  # one root [bos]; the other slots start dead
@@ -291,13 +285,18 @@ def beam_search(
             )  # (A*K, V)
             vocab = log_probs.shape[-1]
             log_probs = log_probs.view(len(active), k, vocab)  # (A, K, V)
-            extended = scores[:, :, None] + log_probs  # (A, K, V)
-            top_scores, flat = extended.view(len(active), k * vocab).topk(k, dim=-1)  # (A, K)
-            parent, token = flat // vocab, flat % vocab
+            # the K best extensions are among each beam's K best tokens: one top-k over V serves the search
+            # and the trace's offers
+            n_top = min(max(k, n_candidates), vocab)
+            best_logp, best_i = log_probs.topk(n_top, dim=-1)  # (A, K, n) each beam's best tokens
+            extended = scores[:, :, None] + best_logp[:, :, :k]  # (A, K, K)
+            top_scores, flat = extended.view(len(active), -1).topk(k, dim=-1)  # (A, K)
+            parent = flat // min(k, n_top)
+            token = best_i[:, :, :k].reshape(len(active), -1).gather(1, flat)  # (A, K)
             seqs = torch.cat(
                 [seqs.gather(1, parent[:, :, None].expand(-1, -1, t - 1)), token[:, :, None]], dim=2
             )
-            offer_logp, offer_i = log_probs.topk(min(n_candidates, vocab), dim=-1)  # (A, K, n)
+            offer_logp, offer_i = best_logp[:, :, :n_candidates], best_i[:, :, :n_candidates]  # (A, K, n)
             offer_p = offer_logp.exp()
             scores = _beam_step(
                 records, active, t, alpha, eos_id, top_scores, parent, token, seqs, offer_i, offer_p
