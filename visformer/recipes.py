@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from . import architectures
 from .config import ModelConfig, TrainConfig
 from .data import Pair, filter_by_length, split_disjoint
 from .models import build_model
@@ -126,7 +127,9 @@ class RunSpec:
     train: TrainConfig
     max_len: int = 128
     dropout: float = 0.1
-    architecture: str = "transformer"  # ModelConfig.architecture: or rnn-none, rnn-bahdanau, rnn-luong
+    architecture: str = (
+        architectures.DEFAULT
+    )  # ModelConfig.architecture: or rnn-none, rnn-bahdanau, rnn-luong
 
     def config(self, src_vocab: int, tgt_vocab: int, shared: bool = True, pad_id: int = 0) -> ModelConfig:
         """The run's ModelConfig for these vocabularies (`shared`: one tokenizer, so shared embeddings)."""

@@ -25,11 +25,11 @@ from typing import Any
 import torch
 
 from .. import recipes
+from ..architectures import Family, architecture
 from ..checkpoint import safe_checkpoint_dir, save_trainer
 from ..config import ModelConfig
 from ..data import Pair, read_parallel, read_tsv
 from ..models import build_model
-from ..models.rnn import RNN_SCORES
 from ..recipes import Prepared, RunSpec, model_config, prepare_data
 from ..records import EvalMetrics, StepMetrics
 from ..training import Trainer, TrainingDiverged
@@ -48,7 +48,7 @@ def check_spec(spec: RunSpec, limits: HostedLimits, vocab_size: int) -> int:
 def check_config(config: ModelConfig, limits: HostedLimits) -> int:
     """check_model_config for any architecture: an RNN's parameters are counted on the meta device."""
     n = check_model_config(config, limits)
-    if config.architecture not in RNN_SCORES:
+    if architecture(config.architecture).family is not Family.RNN:
         return n
     with torch.device("meta"):
         n = sum(p.numel() for p in build_model(config).parameters())

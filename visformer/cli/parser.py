@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from .. import architectures
 from ..config import PRECISIONS, TrainConfig
 from ..models import SEQ2SEQ_ARCHITECTURES
 from .common import THREADS_HELP, overwrite_option, threads_value
@@ -58,7 +59,7 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--n-valid", type=int, default=None, help="toy task: held-out examples (recipe: 200)")
     p.add_argument("--max-words", type=int, default=64, help="corpus: drop pairs with more words than this")
     # model
-    p.add_argument("--arch", choices=SEQ2SEQ_ARCHITECTURES, default="transformer",
+    p.add_argument("--arch", choices=SEQ2SEQ_ARCHITECTURES, default=architectures.DEFAULT,
                    help="transformer, or a GRU seq2seq: rnn-none (no attention), rnn-bahdanau, rnn-luong, rnn-dot")  # fmt: skip
     p.add_argument("--d-model", type=int, default=None)
     p.add_argument("--heads", type=int, default=None)
