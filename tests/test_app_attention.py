@@ -1,5 +1,5 @@
-"""The Attention page's teaching fixes in AppTest: row labels, numbering from 1, head average in the grid, the
-first head shown, the ablation note, the "Follow a word" view, the confidence cue, and Korean."""
+"""The Attention page in AppTest: every view and widget, URL state, row labels, numbering from 1, head average in
+the grid, the first head shown, the ablation note, the "Follow a word" view, the confidence cue, and Korean."""
 
 from __future__ import annotations
 
@@ -9,11 +9,24 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.helpers.app import ATTENTION_TABS, array, chart_by_title, open_tab, run_app, specs, title
+from pages import _views as schema
+from tests.helpers.app import (
+    ATTENTION_TAB_LABELS,
+    ATTENTION_TABS,
+    PE,
+    array,
+    chart_by_title,
+    markdown,
+    open_tab,
+    run_app,
+    specs,
+    title,
+)
 from visformer.checkpoint import load_checkpoint
 from visformer.classroom.inputs import escape_markdown
 from visformer.decoding import translate
 from visformer.explain import analysis as an
+from visformer.explain import examples as example_text
 from visformer.explain import views as sup
 from visformer.explain.attention import short_label
 from visformer.explain.style import escape, escaped
@@ -208,3 +221,158 @@ def test_a_new_sentence_starts_follow_a_word_again_from_its_pronoun() -> None:
     at.selectbox(key="word").set_value(0).run()
     at.text_input(key="sentence").input("a b c d e f g").run()
     assert at.selectbox(key="word").value == len(translated("a b c d e f g").src_pieces) // 2 - 1
+
+
+def test_attention_page_renders_translation_and_every_view(env) -> None:
+    at = run_app(layer="0", head="0")
+    assert at.title[0].value == "Attention"
+    assert markdown(at, "Source pieces").endswith("`</s>`")
+    assert at.sidebar.selectbox(key="checkpoint").value == "tiny-reverse"
+    assert any("Device" in c.value for c in at.sidebar.caption)
+    credits = [m.value for e in at.sidebar.expander if e.label == "Credits and terms" for m in e.markdown]
+    assert any("Multi30k" in m for m in credits) and any("Tatoeba" in m for m in credits)
+    assert [t.label for t in at.tabs] == ATTENTION_TAB_LABELS
+    names = []
+    for tab in ATTENTION_TABS:
+        names += [title(s) for s in specs(open_tab(at, tab))]
+        assert at.query_params.get("tab", schema.ATTENTION_TABS[0]) == tab
+    for expected in (
+        "Cross · layer 1 · head 1",  # layers and heads counted from 1 on screen
+        "mean of 2 heads",
+        "every layer and head",
+        "Producing",
+        "Q (queries)",
+        "softmax (attention weights)",
+        "Without scaling",
+        "Encoder self-attention",
+    ):
+        assert any(expected in n for n in names), (expected, names)
+    grid = chart_by_title(open_tab(at, "all"), "Cross-attention (decoder → encoder): every layer")
+    assert len([t for t in grid["data"] if t["type"] == "heatmap"]) == 2 * (2 + 1)  # layers × (heads + mean)
+
+
+def test_only_the_open_tab_is_computed(env) -> None:
+    at = run_app()
+    assert len(specs(at)) == 2  # one head + layer mean; the grid and the rest wait for their tab
+    assert at.get("download_button"), "attention CSV download missing"
+
+
+def test_typing_a_sentence_changes_translation_and_charts(env) -> None:
+    at = run_app(layer="0", head="0")
+    before = chart_by_title(at, "Cross · layer 1 · head 1")
+    at.text_input(key="sentence").input("a b c").run()
+    assert not at.exception
+    assert markdown(at, "Source pieces") == "Source pieces: `a` `b` `c` `</s>`"
+    after = chart_by_title(at, "Cross · layer 1 · head 1")
+    assert after["layout"]["xaxis"]["ticktext"] == ["a", "b", "c", "&lt;/s&gt;"]
+    assert after["data"][0]["z"] != before["data"][0]["z"]
+    assert at.query_params["sentence"] == "a b c"
+
+
+def test_changing_view_layer_and_head_changes_the_heatmap(env) -> None:
+    at = run_app(sentence="a b c d", layer="0", head="0")
+    first = chart_by_title(at, "Cross · layer 1")["data"][0]["z"]
+    at.select_slider(key="layer").set_value(1).run()
+    at.select_slider(key="head").set_value(1).run()
+    spec = chart_by_title(at, "Cross · layer 2 · head 2")
+    assert spec["data"][0]["z"] != first
+    at.radio(key="view").set_value("decoder").run()
+    assert not at.exception
+    spec = chart_by_title(at, "Decoder self (masked) · layer 2 · head 2")
+    z = array(spec["data"][0]["z"])
+    assert np.isnan(z[np.triu_indices(len(z), 1)]).all()  # future cells are empty, not zero ...
+    assert any(t.get("fillpattern", {}).get("shape") == "/" for t in spec["data"])  # ... and hatched
+    assert at.query_params["view"] == "decoder" and at.query_params["layer"] == "1"
+
+
+def test_ablating_a_head_shows_a_new_translation_beside_the_original(env) -> None:
+    at = open_tab(run_app(sentence="a b c d", layer="0", head="0"), "ablation")
+    assert any(m.value.startswith("**0 heads off:**") for m in at.markdown)
+    assert any("weights are still computed and drawn" in i.value for i in at.info)
+    original = [title(s) for s in specs(at)]
+    at.multiselect(key="ablate").select("e0.0").select("c1.1").run()
+    assert not at.exception
+    assert any(m.value.startswith("**2 heads off:**") for m in at.markdown)
+    assert any(m.value.startswith("**Original:**") for m in at.markdown)
+    assert at.success or at.warning  # says whether the translation changed
+    assert at.query_params["ablate"] == "c1.1,e0.0"
+    assert chart_by_title(at, "Cross · layer 1 · head 1")  # the selected head is still on ...
+    next(b for b in at.button if b.label == "Switch off this head").click().run()
+    assert at.multiselect(key="ablate").value == ["c0.0", "c1.1", "e0.0"]  # ... until the button
+    assert any(title(s) == "Cross · layer 1 · head 1 (switched off)" for s in specs(at))
+    assert len(specs(at)) == len(original)
+
+
+def test_every_slider_on_the_attention_page_changes_what_is_shown(env) -> None:
+    at = open_tab(run_app(sentence="a b c d e"), "steps")
+    step_before = chart_by_title(at, "Producing")
+    at.select_slider(key="step").set_value(2).run()
+    step_after = chart_by_title(at, "Producing")
+    assert step_after["data"][0]["x"] != step_before["data"][0]["x"] or title(step_after) != title(
+        step_before
+    )
+    assert ":orange-background" in markdown(at, "Output:")
+    example = chart_by_title(open_tab(at, "inside"), "One random query")
+    at.select_slider(key="dk").set_value(1024).run()
+    assert title(chart_by_title(at, "One random query")) == "One random query, d_k = 1024"
+    assert chart_by_title(at, "One random query")["data"][0]["y"] != example["data"][0]["y"]
+    open_tab(at, "stats").radio(key="stat").set_value("previous").run()
+    assert not at.exception
+    assert chart_by_title(at, "Encoder self-attention")["data"][0]["colorbar"]["title"]["text"] == "previous"
+    at.radio(key="stat").set_value("alignment").run()
+    assert not at.exception
+    grid = chart_by_title(at, "Agreement with the task")
+    assert array(grid["data"][0]["z"]).shape == (2, 2)
+
+
+def test_examples_fill_the_sentence_box(env) -> None:
+    at = run_app()
+    examples = example_text.example_sentences("tiny-reverse", task="reverse")
+    assert at.pills(key="example_pick").options == examples
+    at.pills(key="example_pick").set_value(examples[1]).run()
+    assert at.text_input(key="sentence").value == examples[1]
+    assert at.pills(key="example_pick").value is None  # ready for the next click
+
+
+def test_url_parameters_restore_a_view(env) -> None:
+    at = run_app(
+        sentence="c a b", view="decoder", layer="1", head="1", tab="Step through generation", step="2"
+    )
+    assert at.text_input(key="sentence").value == "c a b"
+    assert at.select_slider(key="step").value == 2
+    assert any(title(s).startswith("Producing") and title(s).endswith("layer 2 · head 2") for s in specs(at))
+    at = run_app(sentence="c a b", view="decoder", layer="1", head="1", ablate="d0.1", dk="16", stat="last")
+    assert at.radio(key="view").value == "decoder"
+    assert at.select_slider(key="layer").value == 1 and at.select_slider(key="head").value == 1
+    assert title(chart_by_title(at, "Decoder self (masked) · layer 2 · head 2"))
+    assert open_tab(at, "ablation").multiselect(key="ablate").value == ["d0.1"]
+    assert open_tab(at, "inside").select_slider(key="dk").value == 16
+    assert open_tab(at, "stats").radio(key="stat").value == "last"
+
+
+def test_invalid_url_parameters_fall_back_to_defaults(env) -> None:
+    at = run_app(
+        checkpoint="../../etc",
+        sentence="\x00",
+        view="nope",
+        layer="-5",
+        head="99",
+        step="x",
+        ablate="zz,e9.9",
+        dk="3",
+        pe_d="7",
+        pe_len="abc",
+        tab="Ablation",
+    )
+    assert at.sidebar.selectbox(key="checkpoint").value == "tiny-reverse"
+    assert at.radio(key="view").value == "cross"
+    assert at.select_slider(key="layer").value == 0
+    assert at.select_slider(key="head").value == 1  # clipped to the last head of this model
+    assert at.multiselect(key="ablate").value == []  # e9.9 does not exist in this model
+    at = run_app(tab="nonsense", dk="3")
+    assert at.session_state["tab"] == "one"
+    assert open_tab(at, "inside").select_slider(key="dk").value == 64  # 3 is not a power of two
+    at = run_app(pe_d="7", pe_len="abc")
+    at.switch_page(PE).run()
+    assert not at.exception
+    assert at.slider(key="pe_d").value == 6  # odd d_model 7 made even

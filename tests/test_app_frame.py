@@ -1,6 +1,7 @@
-"""The frame in AppTest: language toggle, model card, built-in examples, script check, long sentences, share link.
+"""The frame in AppTest: checkpoint picker, language toggle, model card, built-in examples, script check, long
+sentences, share link, state across page switches.
 
-Runs on tiny untrained checkpoints: the toy one of test_app, and two "language" models named like shipped ones.
+Runs on tiny untrained checkpoints: conftest's tiny_shipped, and two "language" models named like shipped ones.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from tests.helpers.app import APP, ATTENTION, PE, TIMEOUT, run_app, use_checkpoints
+from tests.helpers.app import APP, ATTENTION, PE, TIMEOUT, run_app, specs, use_checkpoints
 from tests.helpers.checkpoints import make_checkpoint
 from visformer import i18n
 from visformer.checkpoint import save_checkpoint
@@ -353,3 +354,51 @@ def test_sidebar_share_link_holds_the_current_view() -> None:
     assert link.startswith("/attention?") or link.startswith("/?")
     for part in ("checkpoint=tiny-reverse", "sentence=a+b+c", "layer=1", "lang=ko"):
         assert part in link, link
+
+
+def test_state_survives_a_page_switch(env) -> None:
+    at = run_app(sentence="b c d")
+    at.select_slider(key="layer").set_value(1).run()
+    at.switch_page(PE).run()
+    at.switch_page(ATTENTION).run()
+    assert not at.exception
+    assert at.text_input(key="sentence").value == "b c d"
+    assert at.select_slider(key="layer").value == 1
+
+
+def test_no_checkpoint_is_a_message_not_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VISFORMER_CHECKPOINTS", str(tmp_path / "none"))
+    monkeypatch.setenv("VISFORMER_USER_CHECKPOINTS", str(tmp_path / "none-either"))
+    at = run_app()
+    assert any("No checkpoint" in i.value for i in at.info)
+    at.switch_page(PE).run()
+    assert not at.exception
+    assert specs(at)
+
+
+def test_user_checkpoints_are_listed_after_shipped_ones(env) -> None:
+    make_checkpoint(env[1], "my-run")
+    at = run_app()
+    assert at.sidebar.selectbox(key="checkpoint").options == ["tiny-reverse", "my-run (yours)"]
+    at.sidebar.selectbox(key="checkpoint").set_value("yours/my-run").run()
+    assert not at.exception
+    assert at.query_params["checkpoint"] == "yours/my-run"
+
+
+SHIPPED_EN_DE = Path(__file__).resolve().parents[1] / "checkpoints" / "en-de"
+
+
+@pytest.mark.skipif(not SHIPPED_EN_DE.is_dir(), reason="the shipped en-de model is not in this tree")
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_unseen_characters_are_named_and_shown_as_characters_not_bytes(lang: str, monkeypatch) -> None:
+    from visformer import i18n
+
+    monkeypatch.setenv("VISFORMER_CHECKPOINTS", str(SHIPPED_EN_DE.parent))
+    at = run_app(checkpoint="en-de", sentence="A dog 🐕 runs ★.", lang=lang)
+    warning = i18n.catalog(lang)["frame.unseen"].split("{chars}")[1][:12]
+    unseen = [w.value for w in at.warning if warning in w.value]
+    assert len(unseen) == 1 and "🐕" in unseen[0] and "★" in unseen[0], [w.value for w in at.warning]
+    ticks = json.dumps([s["layout"] for s in specs(at)], ensure_ascii=False)
+    assert "0xF0" not in ticks and "🐕 (1/4)" in ticks
+    at.text_input(key="sentence").input("A dog runs.").run()
+    assert not [w.value for w in at.warning if warning in w.value], "a sentence the model knows: no warning"

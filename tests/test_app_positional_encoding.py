@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers.app import PE, chart_by_title, run_app, specs, title
+from tests.helpers.app import PE, array, chart_by_title, run_app, specs, title
 from visformer import i18n
 from visformer.explain import analysis as an
 from visformer.explain import positional
@@ -53,3 +53,44 @@ def test_pe_figures_default_to_english() -> None:
     assert title == "Positional encoding, d_model = 8,<br>20 positions"  # wrapped at its comma to fit a phone
     assert positional.pe_heatmap(pe, lang="ko").layout.xaxis.title.text == "차원 (짝수 = sin, 홀수 = cos)"
     assert positional.norms_figure(pe[:, 0], 2.0, lang="ko").layout.title.text.startswith("단어 임베딩")
+
+
+def test_pe_page_renders_and_every_slider_changes_a_chart(env) -> None:
+    at = run_app(PE)
+    assert at.title[0].value == "Positional encoding"
+    assert at.latex, "the formula is missing"
+    assert any("max |M_k" in m.label for m in at.metric)
+    assert float(next(m for m in at.metric if "max |M_k" in m.label).value) < 1e-5
+    assert chart_by_title(at, "Word embeddings")  # balance with the loaded model's embeddings
+    changes = {
+        "pe_d": (32, "Positional encoding, d_model = 32"),
+        "pe_len": (50, "Positional encoding, d_model = 32, 50 positions"),
+        "pe_pair": (3, "Pair i = 3: dimensions 6 and 7"),
+        "pe_pos": (7, "PE(7)"),
+        "pe_k": (9, "Pair i = 3: a rotation"),
+    }
+    for key, (value, expected) in changes.items():
+        at.slider(key=key).set_value(value).run()
+        assert not at.exception, key
+        assert chart_by_title(at, expected), key
+        assert at.query_params[key] == str(value)
+    assert any("M_{9}^{(i=3)}" in latex.value for latex in at.latex)
+
+
+def test_pe_page_url_restores_sliders_and_charts(env) -> None:
+    at = run_app(PE, pe_d="16", pe_len="40", pe_pair="2", pe_pos="12", pe_k="3")
+    values = [at.slider(key=k).value for k in ("pe_d", "pe_len", "pe_pair", "pe_pos", "pe_k")]
+    assert values == [16, 40, 2, 12, 3]
+    heatmap = chart_by_title(at, "Positional encoding, d_model = 16, 40 positions")
+    assert array(heatmap["data"][0]["z"]).shape == (40, 16)
+    assert chart_by_title(at, "Pair i = 2: dimensions 4 and 5")
+    assert chart_by_title(at, "PE(12)")
+    assert chart_by_title(at, "Pair i = 2: a rotation")
+    assert any("M_{3}^{(i=2)}" in latex.value for latex in at.latex)
+    assert not [latex for column in at.columns for latex in column.latex]  # full width: a column clipped it
+    assert dict(at.query_params) == {
+        "checkpoint": "tiny-reverse", "pe_d": "16", "pe_len": "40", "pe_pair": "2", "pe_pos": "12", "pe_k": "3"
+    }  # fmt: skip
+    at = run_app(PE, pe_d="16", pe_pair="500", pe_pos="x", pe_k="0")
+    assert at.slider(key="pe_pair").value == 7  # clipped to the last pair of d_model = 16
+    assert at.slider(key="pe_pos").value == 10 and at.slider(key="pe_k").value == 1

@@ -39,6 +39,7 @@ def level():
     return run_level(3, trainers=1, think_s=0.1, train_steps=10, checkpoints=None, ramp_s=0.5)
 
 
+@pytest.mark.slow  # a hosted app server and three simulated students
 def test_every_student_follows_the_script_without_errors_or_leaks(level) -> None:
     assert level.errors == [] and level.leaks == []
     kinds = level.by_kind()
@@ -49,6 +50,7 @@ def test_every_student_follows_the_script_without_errors_or_leaks(level) -> None
     assert {"start training", "training progress", "open own model"} <= {k for k, _ in trainer.timings}
 
 
+@pytest.mark.slow
 def test_the_server_is_sampled_and_identical_work_is_measured(level) -> None:
     assert len(level.samples) >= 2 and level.samples[-1].cpu_s > level.samples[0].cpu_s
     assert level.samples[-1].threads > 1 and level.samples[-1].rss_mib > 50
@@ -83,6 +85,7 @@ def test_the_soak_curve_has_one_row_per_interval_with_what_the_server_held() -> 
     ]
 
 
+@pytest.mark.slow  # two app processes behind nginx
 def test_a_class_behind_nginx_on_two_processes_runs_without_errors_or_leaks() -> None:
     nginx()  # skips without nginx (fails in CI)
     level = run_level(4, trainers=1, think_s=0.1, train_steps=10, checkpoints=None, ramp_s=0.5, processes=2)

@@ -10,10 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bench.bench_class import SAVED, Session, click_state, text_state
 from bench.bench_load import free_port, make_shipped_checkpoint, start_server, stop_server
 from visformer.checkpoint import list_checkpoints, load_checkpoint
 from visformer.classroom.catalogue import discover_checkpoints
+
+pytestmark = pytest.mark.slow  # child processes killed mid-save, an app server killed mid-run and restarted
 
 # Saves the toy checkpoint into argv[1] but stops for a minute just before config.json (written last).
 SLOW_SAVE = """
@@ -80,7 +84,7 @@ def test_kill_9_during_a_training_run_leaves_every_listed_checkpoint_loadable(tm
     earlier = tmp_path / "user" / "s-earlier"
     make_shipped_checkpoint(earlier)  # a model an earlier session saved
     port = free_port()
-    server = start_server(tmp_path, port, max_steps=2000)
+    server = start_server(tmp_path, port, max_steps=200)  # the page's run: 200 steps, outputs every 40
     try:
         asyncio.run(train_until_running(f"http://127.0.0.1:{port}", "killed-run"))
     finally:
@@ -96,7 +100,7 @@ def test_kill_9_during_a_training_run_leaves_every_listed_checkpoint_loadable(tm
     assert [ck.path for ck in listed] == [earlier / "toy-reverse"]  # the run in progress left nothing listed
     assert all(load_checkpoint(ck.path).model is not None for ck in listed)
 
-    server = start_server(tmp_path, port, max_steps=2000)  # the restart serves again
+    server = start_server(tmp_path, port, max_steps=200)  # the restart serves again
     try:
 
         async def open_app() -> list[str]:

@@ -378,6 +378,7 @@ def hostile_archives(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+@pytest.mark.slow  # a watched child writes a 61 MB tokenizer and a 20 M-parameter model, two more import them
 @pytest.mark.parametrize("mode", ["hosted", "local"])
 def test_hostile_archives_stay_within_memory(hostile_archives: Path, mode: str) -> None:
     code, output, seen = run_watched(IMPORT, [str(hostile_archives), mode], RSS_LIMIT_MB)

@@ -78,6 +78,7 @@ def proxy(tmp_path_factory):
             stop_process(proc)
 
 
+@pytest.mark.slow  # two app processes behind nginx
 def test_sessions_spread_over_both_processes_and_stay_sticky(proxy) -> None:
     url, upstreams, _ = proxy
     first = [visit(url) for _ in range(40)]  # 40 new visitors: each gets a route cookie
@@ -87,6 +88,7 @@ def test_sessions_spread_over_both_processes_and_stay_sticky(proxy) -> None:
         assert {visit(url, cookie)[1] for _ in range(3)} == {upstream}  # the cookie keeps its process
 
 
+@pytest.mark.slow
 def test_students_through_the_proxy_keep_their_process_and_their_models_private(proxy) -> None:
     url, upstreams, work = proxy
     visitors = [visit(url) for _ in range(40)]
