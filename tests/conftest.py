@@ -120,6 +120,12 @@ def roots(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 
 
 @pytest.fixture
+def shipped_checkpoints(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[Path, Path]:
+    """Point the app at the repository's shipped checkpoints, with an empty folder for the user's."""
+    return use_checkpoints(monkeypatch, (REPO / "checkpoints", tmp_path))
+
+
+@pytest.fixture
 def env(roots: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
     """Point the app at `roots` for one test."""
     return use_checkpoints(monkeypatch, roots)

@@ -8,12 +8,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from pages import _views as schema
 from tests.helpers.app import (
+    APP,
     ATTENTION_TAB_LABELS,
     ATTENTION_TABS,
     PE,
+    TIMEOUT,
     array,
     chart_by_title,
     markdown,
@@ -22,6 +25,7 @@ from tests.helpers.app import (
     specs,
     title,
 )
+from visformer import i18n
 from visformer.checkpoint import load_checkpoint
 from visformer.classroom.inputs import escape_markdown
 from visformer.decoding import translate
@@ -376,3 +380,20 @@ def test_invalid_url_parameters_fall_back_to_defaults(env) -> None:
     at.switch_page(PE).run()
     assert not at.exception
     assert at.slider(key="pe_d").value == 6  # odd d_model 7 made even
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+@pytest.mark.parametrize("name", ["reverse-rnn-bahdanau", "reverse-rnn-none"])
+def test_an_rnn_on_the_attention_page_says_it_has_only_cross_attention(
+    shipped_checkpoints: tuple[Path, Path], name: str, lang: str
+) -> None:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params["checkpoint"], at.query_params["lang"] = name, lang
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in [*at.exception, *at.error]]
+    assert at.info[0].value == i18n.t("attention.rnn_only_cross", lang)
+    if name == "reverse-rnn-none":  # no attention at all: no map, and the page says why
+        assert at.warning[0].value == i18n.t("attention.rnn_no_attention", lang)
+    else:
+        assert not at.warning
+    assert not at.radio  # no choice of attention kinds: an RNN has one

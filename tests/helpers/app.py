@@ -119,6 +119,18 @@ def markdown(at: AppTest, start: str) -> str:
     return next(m.value for m in at.markdown if m.value.startswith(start))
 
 
+def page_texts(at: AppTest) -> list[str]:
+    """Every markdown, caption, info, warning, title and header text on the page, and every metric label."""
+    groups = (at.markdown, at.caption, at.info, at.warning, at.title, at.header, at.subheader)
+    return [e.value for group in groups for e in group] + [m.label for m in at.metric]
+
+
+def assert_no_raw_key(at: AppTest, raw_key: re.Pattern) -> None:
+    """No text on the page is an untranslated interface key (one `raw_key` matches)."""
+    raw = [t for t in page_texts(at) if raw_key.search(str(t))]
+    assert not raw, raw
+
+
 def has_button(at: AppTest, key: str) -> bool:
     """Whether a button with this key is on the page."""
     return any(b.key == key for b in at.button)
