@@ -190,7 +190,7 @@ def test_trainer_trains_an_rnn_and_snapshots_its_cross_attention(tmp_path: Path)
 
 @pytest.mark.slow
 def test_bahdanau_rnn_learns_reverse_to_full_held_out_exact_match() -> None:
-    trainer = reverse_trainer("rnn-bahdanau", 2500)
+    trainer = reverse_trainer("rnn-bahdanau", 2500, lr_factor=1.0)  # exact at step 1,000 (at 0.5: 1,700)
     evals = [m for m in trainer.run() if isinstance(m, EvalMetrics)]
     assert evals[-1].exact_match == 1.0
     assert evals[-1].alignment_score > 0.9  # its one head attends where the letter comes from
