@@ -229,7 +229,8 @@ def run_opus(quick: bool = False) -> Section:
             "swish, 65,001-piece shared vocabulary, 77.5 M parameters) and random weights (no download), imported "
             "with `python -m visformer import-marian`. Decoding: exactly 20 target tokens for a 20-token source "
             "(random weights never say eos), visformer.decoding from the imported checkpoint against "
-            "`generate()` of the same model at the same precision, alternating rounds; ms, median (min–max); "
+            "`generate()` of the same model at the same precision (precision 'auto', visformer's default, against "
+            "generate() in fp32, its default), alternating rounds; ms, median (min–max); "
             "speed-up = per-round generate() time / ours."
         ),
         header=["strategy", "precision", "batch", "visformer ms", "Marian generate() ms", "speed-up"],

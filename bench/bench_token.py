@@ -222,6 +222,7 @@ def profile_shares(fn: Callable[[], None], wall_s: float) -> dict[str, float]:
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         fn()
     totals: dict[str, float] = {}
+    others: dict[str, float] = {}
     n_ops = 0
     for event in prof.key_averages():
         category = categorize(event.key)
@@ -229,6 +230,11 @@ def profile_shares(fn: Callable[[], None], wall_s: float) -> dict[str, float]:
             continue
         totals[category] = totals.get(category, 0.0) + event.self_cpu_time_total / 1e6
         n_ops += event.count
+        if category == "other ops":
+            others[event.key.removeprefix("aten::")] = event.self_cpu_time_total / 1e6
+    if "other ops" in totals:  # name the largest of them
+        top = sorted(others, key=others.get, reverse=True)[:3]
+        totals[f"other ops ({', '.join(top)})"] = totals.pop("other ops")
     op_time = sum(totals.values())
     shares = {k: v / max(op_time, wall_s) for k, v in totals.items()}
     shares["Python, dispatch and launch (wall time outside ops)"] = max(0.0, 1 - op_time / wall_s)
@@ -259,7 +265,7 @@ def profile_rows(section: Section, label: str, model: Transformer, rounds: int) 
             f"{k} {v:.0%}" for k, v in sorted(shares.items(), key=lambda kv: -kv[1]) if v >= 0.01
         )
         section.notes.append(
-            f"profile, {label}, greedy fp32 batch 1, {name} path: {wall * 1e3 / steps:.2f} ms/token "
+            f"profile, {label}, greedy fp32 batch 1, {name} path: {wall * 1e3 / steps:.2f} ms/token, "
             f"{ops:.0f} aten calls per token (nested calls counted); {parts}"
         )
         print(section.notes[-1], flush=True)
