@@ -1,7 +1,9 @@
-"""Decoding, Train and Attention timeline in real Chromium: a short training run from the browser, then its replay.
+"""Decoding, Train and Attention timeline in real Chromium: a short training run from the browser, then its replay;
+the three pages in Korean; no chart title or colour bar overlapping at laptop and phone widths.
 
-The `server` and `browser` fixtures of tests/conftest.py. Screenshots go to
-artifacts/screenshots/; any Streamlit exception box fails the test.
+The `server` and `browser` fixtures of tests/conftest.py. Screenshots go to artifacts/screenshots/ (look at them:
+the comparison table's last column, the Noam chart's title under plotly's toolbar, the Korean labels); any
+Streamlit exception box fails the test.
 """
 
 from __future__ import annotations
@@ -9,7 +11,16 @@ from __future__ import annotations
 import pytest
 
 from bench.bench_load import SAVED
-from tests.helpers.browser import SHOTS, TALL_VIEWPORT, WAIT_MS, no_exception, wait_until_idle
+from tests.helpers.browser import (
+    SHOTS,
+    TALL_VIEWPORT,
+    WAIT_MS,
+    check_and_shoot,
+    no_exception,
+    open_view,
+    visible_charts,
+    wait_until_idle,
+)
 from visformer.explain.style import wrapped
 
 pytestmark = pytest.mark.browser
@@ -160,3 +171,35 @@ def test_no_chart_title_or_colour_bar_overlaps_at_laptop_and_phone_width(
         assert problems == [], "\n".join(problems)
     finally:
         tab.close()
+
+
+def test_decoding_page_in_korean(server: str, browser) -> None:
+    page, errors = open_view(browser, server + "/decoding?lang=ko&checkpoint=multi30k-en-de")
+    try:
+        visible_charts(page, 2)
+        assert page.get_by_role("heading", name="디코딩").count() >= 1
+        assert page.get_by_role("tab", name="스텝별로 보기").count() == 1
+        check_and_shoot(page, "decoding-ko", errors)
+    finally:
+        page.close()
+
+
+def test_train_page_in_korean(server: str, browser) -> None:
+    page, errors = open_view(browser, server + "/train?lang=ko")
+    try:
+        visible_charts(page, 1)
+        assert page.get_by_role("heading", name="학습").count() >= 1
+        assert page.get_by_text("빠른 레시피:").count() >= 1
+        check_and_shoot(page, "train-ko", errors)
+    finally:
+        page.close()
+
+
+def test_timeline_of_an_rnn_in_korean(server: str, browser) -> None:
+    page, errors = open_view(browser, server + "/timeline?lang=ko&checkpoint=reverse-rnn-bahdanau")
+    try:
+        visible_charts(page, 2)
+        assert page.get_by_role("heading", name="어텐션 타임라인").count() >= 1
+        check_and_shoot(page, "timeline-rnn-ko", errors)
+    finally:
+        page.close()
