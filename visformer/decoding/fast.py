@@ -208,8 +208,10 @@ class FastDecoder:
         dt = w.dtypes.layers
         self.d_model, self.d_head = d, d // h
         mem = memory.to(dt)
-        cross = [project(mem, lw.cross_kv).view(b, s, 2, h, d // h) for lw in w.layers]  # (B, S, 2, h, dh)
-        self.cross = torch.stack(cross).permute(0, 3, 1, 4, 2, 5).contiguous()  # (L, 2, B, h, S, dh)
+        # per layer (2, B, h, S, dh): strided views of one projection each, no copy
+        self.cross = [
+            project(mem, lw.cross_kv).view(b, s, 2, h, d // h).permute(2, 0, 3, 1, 4) for lw in w.layers
+        ]
         self.group = group
         self.sentences = torch.arange(b, device=memory.device)  # (B,) sentence of each cross K/V row
         src_mask = encoded.src_mask  # (B, 1, 1, S), True = a real token
@@ -265,7 +267,7 @@ class FastDecoder:
         """
         a, g = y.shape[0], self.group
         q = project(y, lw.cross_q).view(a // g, g, -1, self.d_head).transpose(1, 2)  # (B, h, G, dh)
-        k, v = self.cross[i].unbind(0)  # (B, h, S, dh)
+        k, v = self.cross[i].unbind(0)  # (B, h, S, dh) each
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask)  # (B, h, G, dh)
         return project(out.transpose(1, 2).reshape(a, -1), lw.cross_out)
 
@@ -278,6 +280,6 @@ class FastDecoder:
         self.kv = kv
         sentences = rows[:: self.group] // self.group  # (B',) position of each kept sentence
         if len(sentences) != len(self.sentences) or not bool((sentences == self.sentences).all()):
-            self.cross = self.cross.index_select(2, sentences)
+            self.cross = [kv.index_select(1, sentences) for kv in self.cross]
             self.mask = None if self.mask is None else self.mask.index_select(0, sentences)
             self.sentences = torch.arange(len(sentences), device=rows.device)
