@@ -1,4 +1,4 @@
-"""Figure builders on small arrays: labels, masked cells, shapes, no hard-coded counts."""
+"""explain.attention: attention figures on small arrays: labels, masked cells, shapes, no hard-coded counts."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from visformer.explain import analysis as an
 from visformer.explain import attention as fg
-from visformer.explain import kinds, positional, style
+from visformer.explain import kinds, style
 
 
 def _heatmaps(fig: go.Figure) -> list[go.Heatmap]:
@@ -83,39 +83,6 @@ def test_metric_heatmap_and_step_figure_shapes() -> None:
         fg.step_figure(np.array([1.0]), ["a", "b"])
 
 
-def test_pe_figures() -> None:
-    pe = an.pe_matrix(20, 8)
-    heat = positional.pe_heatmap(pe, mark_position=3, mark_pair=1)
-    assert np.asarray(heat.data[0].z).shape == (20, 8) and len(heat.layout.shapes) == 2
-    sin, cos, wl = an.pe_pair(20, 8, 0)
-    pair = positional.pe_pair_figure(sin, cos, wl, 0, 8)
-    assert len(pair.data) == 2
-    assert len([s for s in pair.layout.shapes if s.type == "line"]) == int(19 // wl)  # wavelength marks
-    far = positional.pe_pair_figure(*an.pe_pair(20, 8, 3), 3, 8)
-    assert "longer than shown" in far.layout.title.text and "wavelength" in pair.layout.title.text
-    vec = positional.pe_vector_figure(pe[3], 3)
-    assert sum(len(t.x) for t in vec.data) == 8
-    binary = positional.binary_figure(an.binary_bits(16), an.pe_matrix(16, 8))
-    assert [np.asarray(t.z).shape for t in binary.data] == [(16, 4), (16, 4)]
-    for lang in ("en", "ko"):  # side by side, each title on two short lines: on one they ran together
-        titles = [
-            a.text
-            for a in positional.binary_figure(an.binary_bits(4), an.pe_matrix(4, 8), lang).layout.annotations
-        ]
-        assert len(titles) == 2 and all(title.count("<br>") >= 1 for title in titles), titles
-        assert all(len(line) <= 22 for title in titles for line in title.split("<br>")), titles
-        note = positional.pe_pair_figure(*an.pe_pair(20, 8, 1), 1, 8, lang=lang).layout.title.text
-        assert note.count("<sup>") == 2, note  # the wavelength note on two lines
-    ks, dots = an.pe_dot_products(5, 4, 8)
-    assert len(positional.dot_product_figure(ks, dots, 5).data[0].x) == len(ks)
-    check = an.rotation_check(5, 2, 8)
-    assert (
-        len(positional.rotation_figure(check.target[:2], check.target[:2], check.rotated[:2], 0, 2).data) == 4
-    )
-    norms = positional.norms_figure(np.ones(10), an.pe_norm(8))
-    assert "2.00" in norms.layout.annotations[0].text
-
-
 def test_inside_head_figures() -> None:
     fig = fg.matrix_heatmap(np.array([[1.0, -2.0]]), ["q0"], ["d0", "d1"], value_name="Q")
     assert fig.data[0].zmin == -2.0 and fig.data[0].zmax == 2.0  # diverging scale centred on 0
@@ -124,11 +91,6 @@ def test_inside_head_figures() -> None:
     unscaled, scaled = an.saturation_example(16, n_keys=5)
     bars = fg.softmax_bars(unscaled, scaled, 16)
     assert len(bars.data) == 2 and len(bars.data[0].x) == 5
-
-
-def test_chart_config_names_the_png() -> None:
-    cfg = style.chart_config("pe-heatmap")
-    assert cfg["toImageButtonOptions"] == {"format": "png", "filename": "pe-heatmap", "scale": 2}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -219,40 +181,3 @@ def test_figure_text_follows_the_language() -> None:
     assert fg.softmax_bars(np.ones(3) / 3, np.ones(3) / 3, 8, lang="ko").layout.title.text.startswith(
         "무작위"
     )
-
-
-def test_a_long_title_is_wrapped_to_fit_a_phone_and_reads_the_same() -> None:
-    from visformer.explain.style import TITLE_COLUMNS, _columns, fit_title, wrapped
-
-    for title in (
-        "Encoder only: bidirectional self-attention, layer 2, mean of heads",
-        "인코더만: 양방향 셀프 어텐션, 레이어 2, 헤드 평균",
-    ):
-        lines = wrapped(title).split("<br>")
-        assert len(lines) > 1 and " ".join(lines) == title
-        assert all(_columns(x) <= TITLE_COLUMNS for x in lines)
-        assert all(line[-1] in ":," for line in lines[:-1])  # broken after a colon or comma, not mid-phrase
-    assert wrapped("short") == "short" and wrapped("a<br><sup>" + "x " * 40 + "</sup>").count("<br>") == 1
-    fig = go.Figure().update_layout(
-        title_text="Encoder only: bidirectional self-attention, layer 2, mean of heads"
-    )
-    fig.update_layout(height=300, margin_t=60)
-    fit_title(fig)
-    assert fig.layout.margin.t == 108 and fig.layout.height == 348  # two more lines, the room for them
-    assert fit_title(fig).layout.margin.t == 108  # wrapping twice changes nothing
-    assert fig.layout.title.yanchor == "top"  # hung from the top: its second line never reaches the plot
-
-
-def test_subplot_titles_side_by_side_are_wrapped_to_their_share_of_a_phone() -> None:
-    from plotly.subplots import make_subplots
-
-    from visformer.explain.style import fit_title
-
-    titles = ("Measured on this machine right now", "Table 1: n²·d against n·d² operations")
-    fig = make_subplots(rows=1, cols=2, subplot_titles=titles).update_layout(height=400, margin_t=60)
-    fit_title(fig)
-    shown = [a.text for a in fig.layout.annotations]
-    assert [t.replace("<br>", " ") for t in shown] == list(titles) and all("<br>" in t for t in shown)
-    assert fig.layout.margin.t > 60 and fig.layout.height > 400  # room for the second line
-    alone = make_subplots(rows=2, cols=1, subplot_titles=titles)  # one above the other: a whole line each
-    assert [a.text for a in fit_title(alone).layout.annotations] == list(titles)
