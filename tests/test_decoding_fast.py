@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.conftest import tiny_config
+from tests.helpers.checkpoints import tiny_config
 from visformer.decoding import beam_search, decoding_dtype, greedy, reference_decoding, sample
 from visformer.decoding.fast import FastDecoder, StepDtypes, fast_weights
 from visformer.model import HeadMask, Transformer
