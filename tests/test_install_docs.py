@@ -82,6 +82,19 @@ def test_ci_runs_the_readme_suite_in_a_fast_lane_then_the_rest_selecting_every_t
     assert all(f"`{command}`" in readme for command in commands)  # the README says how CI splits it
 
 
+def test_shared_test_code_lives_in_conftest_and_helpers_not_in_test_files() -> None:
+    """A test file imports neither conftest nor another test file: fixtures are found, helpers imported."""
+    borrowing = re.compile(
+        r"^\s*(from\s+(tests)?\.?(conftest|test_\w+)\s+import|from\s+(tests|\.)\s+import\s+(conftest|test_)"
+        r"|import\s+tests\.(conftest|test_))",
+        re.M,
+    )
+    found = [
+        p.name for p in (REPO / "tests").rglob("*.py") if borrowing.search(p.read_text(encoding="utf-8"))
+    ]
+    assert not found, f"move what these import into tests/conftest.py or tests/helpers/: {found}"
+
+
 def test_every_fmt_skip_is_one_the_formatter_needs(tmp_path: Path) -> None:
     """Dropping any one `# fmt: skip` must change what `ruff format` makes of the file; else it is clutter."""
     files = subprocess.run(
