@@ -21,6 +21,7 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from .config import TrainConfig
 from .data import batches, encode_pairs
+from .decoding import forget_weights
 from .evaluation import Evaluator, LossFn
 from .models import Model
 from .probes import ProbeRecorder
@@ -292,6 +293,7 @@ class Trainer:
                     f"{self.step}. Try a smaller lr_factor or a longer warmup."
                 )
             self._optimizer.step()
+            forget_weights(self.model)  # the fused step does not bump version counters: decode afresh
             if self.average is not None:
                 self.average.update_parameters(self.model)
             self.step = step

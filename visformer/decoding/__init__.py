@@ -14,7 +14,7 @@ Modules by role: `filters` (temperature, top-k, top-p), `trace` (what a strategy
 cache), `registry` (names and parameters for the UI), `translate` (one call for the app).
 """
 
-from .fast import FastDecoder, decoding_dtype, reference_decoding
+from .fast import FastDecoder, decoding_dtype, forget_weights, reference_decoding
 from .filters import (
     Filtered,
     apply_temperature,
@@ -45,6 +45,7 @@ __all__ = [
     "BeamNode",
     "DecodeResult",
     "FastDecoder",
+    "forget_weights",
     "Filtered",
     "Hypothesis",
     "Output",

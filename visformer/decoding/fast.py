@@ -167,6 +167,11 @@ def _versions(model: nn.Module) -> tuple[tuple[int, int], ...]:
     return tuple((p.data_ptr(), p._version) for p in model.parameters())
 
 
+def forget_weights(model: nn.Module) -> None:
+    """Drop the model's prepared weights: for updates its version counters miss (a fused optimizer's step)."""
+    _PREPARED.pop(model, None)
+
+
 def _prepared(model: Transformer, part: str, dtype: torch.dtype, versions: tuple) -> object:
     """The model's decoder layers (part "layers") or output projection ("output") laid out in `dtype`."""
     per_model = _PREPARED.setdefault(model, {})
