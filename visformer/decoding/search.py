@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from ..architectures import Family, architecture
 from ..model import Encoded, HeadMask, KVCache, Transformer
 from ..tokenizer import BOS_ID, EOS_ID
 from ..utils import autocast_dtype
@@ -105,7 +106,7 @@ def precision_context(model: Transformer, precision: str = "auto") -> torch.auto
     the time of fp32 (bench/RESULTS.md, Generation vs Hugging Face Marian). Log-probabilities stay fp32.
     """
     device = next(model.parameters()).device
-    transformer = model.config.architecture == "transformer"
+    transformer = architecture(model.config.architecture).family is Family.TRANSFORMER
     dtype = autocast_dtype(precision, device, model.config.d_model) if transformer else None
     return torch.autocast(device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None)
 

@@ -21,6 +21,7 @@ from ..model import (
     pe_wavelengths,
     positional_encoding,
 )
+from ..models import attention_layers
 from ..tasks import TaskExample, alignment_score
 from .kinds import future_mask, get_kind
 
@@ -271,7 +272,7 @@ def head_internals(
     get_kind(kind)
     device = next(model.parameters()).device
     src = torch.tensor([src_ids], device=device)  # (1, S)
-    n_layers = model.config.n_encoder_layers if kind == "encoder" else model.config.n_decoder_layers
+    n_layers = attention_layers(model.config)[kind]
     if not 0 <= layer < n_layers or not 0 <= head < model.config.n_heads:
         raise ValueError(f"layer {layer} / head {head} out of range for this model")
     if kind == "encoder":
