@@ -67,7 +67,9 @@ def test_ci_runs_the_readme_suite_in_a_fast_lane_then_the_rest_selecting_every_t
     """The lanes of .ci/run are the README's `python -m pytest`: whatever its markers, a test is in exactly one."""
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
     commands = [line for line in ci.splitlines() if line.startswith("python -m pytest")]
-    lanes = [re.fullmatch(r'python -m pytest -m "([a-z ]+)"( -x -q)?', command) for command in commands]
+    lanes = [
+        re.fullmatch(r'python -m pytest -m "([a-z ]+)"( -x -q)?( -n \d+)?', command) for command in commands
+    ]
     assert len(lanes) == 2 and all(lanes), commands  # no unfiltered run beside the lanes
     assert lanes[0].group(1) == "not browser and not slow" and lanes[0].group(2)  # fast, stops at a failure
     config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"][
