@@ -16,19 +16,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import random
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
@@ -36,217 +34,26 @@ if __package__ in (None, ""):  # `python bench/bench_class.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_load import free_port, make_shipped_checkpoint, server_env, start_server, write_section
+from bench.class_protocol import (
+    Run,
+    Session,
+    click_state,
+    pick_state,
+    text_state,
+)
+from bench.process_sampler import (
+    Sample,
+    Sampler,
+    SharedWork,
+    cpu_percent,
+    read_processes,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 TITLE = "Class load"
-DONE_STATES = (0, 1, 3)  # ForwardMsg.ScriptFinishedStatus: success, compile error, fragment run success
-ERROR_ALERT = 1  # Alert.Format.ERROR
-RUN_TIMEOUT_S = 300.0  # a bound on one script run: a hung run becomes an error, never a hung bench
 SAVED = re.compile(r"Saved as .+ after [\d,]+ steps")
 TOY_TASK = re.compile(r"Toy task \*\*(\w+)\*\*")
 VIEWING = ("open app", "type class example", "type own sentence", "change layer", "change head", "all heads")
-
-
-# ---------------------------------------------------------------------------------------------
-# The protocol: one websocket session
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Run:
-    """What one script run sent back: timing, texts, widgets, errors."""
-
-    seconds: float
-    texts: list[str] = field(default_factory=list)  # markdown, headings, captions, alert bodies
-    alerts: list[tuple[int, str]] = field(default_factory=list)  # (Alert.Format, body)
-    exceptions: list[str] = field(default_factory=list)
-    widgets: dict[str, str] = field(default_factory=dict)  # label -> widget id (a tab label -> its tabs' id)
-    options: dict[str, list[str]] = field(default_factory=dict)  # selectbox / pills label -> options
-
-    def text(self) -> str:
-        """Every text of the run, one per line."""
-        return "\n".join(self.texts)
-
-    def errors(self) -> list[str]:
-        """Exceptions and error boxes, one line each."""
-        boxes = [body for fmt, body in self.alerts if fmt == ERROR_ALERT]
-        return [f"exception: {e[:200]}" for e in self.exceptions] + [f"error box: {b[:200]}" for b in boxes]
-
-    def yours(self) -> list[str]:
-        """The trained models the sidebar's checkpoint picker lists for this session."""
-        return [o for o in self.options.get("Checkpoint", []) if o.endswith("(yours)")]
-
-
-def text_state(widget_id: str, value: str):
-    """A text input's state."""
-    from streamlit.proto.WidgetStates_pb2 import WidgetState
-
-    return WidgetState(id=widget_id, string_value=value)
-
-
-def slider_state(widget_id: str, value: float):
-    """A single-value slider's state."""
-    from streamlit.proto.WidgetStates_pb2 import WidgetState
-
-    state = WidgetState(id=widget_id)
-    state.double_array_value.data.append(float(value))
-    return state
-
-
-def select_slider_state(widget_id: str, option: str):
-    """A single-value select slider's state (the option as shown: Streamlit sends the formatted text)."""
-    from streamlit.proto.WidgetStates_pb2 import WidgetState
-
-    state = WidgetState(id=widget_id)
-    state.string_array_value.data.append(option)
-    return state
-
-
-def pick_state(session: Session, label: str, index: int):
-    """The state that moves the slider or select slider `label` of the last run to position `index`."""
-    options = session.options.get(label)
-    if options:
-        return select_slider_state(session.widgets[label], options[min(index, len(options) - 1)])
-    return slider_state(session.widgets[label], index)
-
-
-def click_state(widget_id: str):
-    """A button click (a trigger: sent once)."""
-    from streamlit.proto.WidgetStates_pb2 import WidgetState
-
-    return WidgetState(id=widget_id, trigger_value=True)
-
-
-def _read_delta(msg, run: Run, tabs: list[str]) -> None:
-    """Add one delta's texts, widgets, options and errors to `run` (tabs: the latest tabs container id)."""
-    delta = msg.delta
-    if delta.WhichOneof("type") == "add_block":
-        block = delta.add_block
-        kind = block.WhichOneof("type")
-        if kind == "tab_container":
-            tabs[:] = [block.id]
-        elif kind == "tab" and tabs:
-            run.widgets[block.tab.label] = tabs[0]
-        return
-    if delta.WhichOneof("type") != "new_element":
-        return
-    kind = delta.new_element.WhichOneof("type")
-    element = getattr(delta.new_element, kind)
-    if kind in ("markdown", "heading"):
-        run.texts.append(element.body)
-    elif kind == "alert":
-        run.alerts.append((element.format, element.body))
-        run.texts.append(element.body)
-    elif kind == "exception":
-        run.exceptions.append(f"{element.type}: {element.message}")
-    if getattr(element, "id", "") and getattr(element, "label", ""):
-        run.widgets[element.label] = element.id
-    if kind == "selectbox" or (
-        kind == "slider" and element.options
-    ):  # a select slider: a slider with options
-        run.options[element.label] = list(element.options)
-    elif kind == "button_group":
-        run.options[element.label] = [o.content for o in element.options]
-
-
-class Session:
-    """One browser tab's websocket session: sends reruns, reads the deltas they produce."""
-
-    def __init__(self, ws_url: str, headers: dict[str, str] | None = None) -> None:
-        self.ws_url, self.headers = ws_url, headers or {}
-        self.pages: dict[str, str] = {}  # page title -> page_script_hash
-        self.page = ""  # the current page's hash
-        self.query = ""
-        self.widgets: dict[str, str] = {}  # the last run's widgets
-        self.options: dict[str, list[str]] = {}  # the last run's options (selectbox, pills, select slider)
-        self.held: dict[str, object] = {}  # widget id -> the value state this tab keeps sending
-        self.fragment: tuple[str, float] | None = None  # (fragment id, seconds) of an auto-rerunning fragment
-        self._ws = None
-        self._inbox: asyncio.Queue = asyncio.Queue()
-        self._reader: asyncio.Task | None = None
-
-    async def connect(self) -> None:
-        """Open the websocket (subprotocol 'streamlit', as the browser does)."""
-        import websockets
-
-        self._ws = await websockets.connect(
-            self.ws_url, subprotocols=["streamlit"], additional_headers=self.headers, max_size=None,
-            open_timeout=RUN_TIMEOUT_S,
-        )  # fmt: skip
-        self._reader = asyncio.create_task(self._read())
-
-    @property
-    def response_headers(self) -> dict[str, str]:
-        """Headers of the websocket upgrade response (e.g. the proxy's upstream)."""
-        return dict(self._ws.response.headers) if self._ws is not None else {}
-
-    async def _read(self) -> None:
-        """Parse every ForwardMsg into the inbox (so the server's send queue never backs up)."""
-        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-
-        try:
-            async for raw in self._ws:
-                msg = ForwardMsg()
-                msg.ParseFromString(raw)
-                self._inbox.put_nowait(msg)
-        except Exception as exc:  # noqa: BLE001 - a closed socket ends the session
-            self._inbox.put_nowait(exc)
-
-    async def close(self) -> None:
-        """Close the websocket."""
-        if self._ws is not None:
-            await self._ws.close()
-        if self._reader is not None:
-            await asyncio.gather(self._reader, return_exceptions=True)
-
-    async def rerun(self, *, page: str | None = None, query: str | None = None, states=(), auto=False) -> Run:
-        """Ask for a script run (a page, a query string, changed widgets) and collect it until it ends."""
-        from streamlit.proto.BackMsg_pb2 import BackMsg
-
-        if page is not None:
-            self.page, self.held = self.pages[page], {}
-        if query is not None:
-            self.query = query
-        for state in states:
-            if not state.HasField("trigger_value"):
-                self.held[state.id] = state
-        msg = BackMsg()
-        client = msg.rerun_script
-        client.query_string, client.page_script_hash = self.query, self.page
-        sent = {wid: s for wid, s in self.held.items() if wid in self.widgets}
-        sent.update({s.id: s for s in states})
-        client.widget_states.widgets.extend(sent.values())
-        if auto and self.fragment:
-            client.fragment_id, client.is_auto_rerun = self.fragment[0], True
-        start = time.perf_counter()
-        await self._ws.send(msg.SerializeToString())
-        run = await asyncio.wait_for(self._collect(start), RUN_TIMEOUT_S)
-        if not auto:
-            self.widgets, self.options = run.widgets, run.options
-        return run
-
-    async def _collect(self, start: float) -> Run:
-        """Read messages until the script run is over."""
-        run, tabs = Run(0.0), []
-        while True:
-            msg = await self._inbox.get()
-            if isinstance(msg, Exception):
-                raise ConnectionError(f"websocket closed: {msg}")
-            kind = msg.WhichOneof("type")
-            if kind == "delta":
-                _read_delta(msg, run, tabs)
-            elif kind == "navigation":
-                self.pages.update({p.page_name: p.page_script_hash for p in msg.navigation.app_pages})
-                self.page = msg.navigation.page_script_hash or self.page
-            elif kind == "page_info_changed":
-                self.query = msg.page_info_changed.query_string
-            elif kind == "auto_rerun":
-                self.fragment = (msg.auto_rerun.fragment_id, msg.auto_rerun.interval)
-            elif kind == "stop_auto_rerun":
-                self.fragment = None
-            elif kind == "script_finished" and msg.script_finished in DONE_STATES:
-                run.seconds = time.perf_counter() - start
-                return run
 
 
 # ---------------------------------------------------------------------------------------------
@@ -465,101 +272,6 @@ async def drive_class(script: Script, students: int, trainers: int, ramp_s: floa
             *(student(i, role, script, ramp_s * i / max(students, 1)) for i, role in enumerate(roles))
         )
     )
-
-
-# ---------------------------------------------------------------------------------------------
-# The server process: CPU, memory, threads
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One reading of a process: seconds since start, CPU seconds used, resident MiB, threads (and more)."""
-
-    t: float
-    cpu_s: float
-    rss_mib: float
-    threads: int
-    load: float = 0.0  # the machine's 1-minute load average
-    held: tuple[int, ...] = ()  # what the server reports it holds (bench_soak: jobs, sessions), if it does
-
-
-def read_process(pid: int, t: float) -> Sample:
-    """CPU time, resident memory and thread count of a process, from /proc."""
-    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    status = dict(
-        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line
-    )
-    return Sample(t, (int(stat[11]) + int(stat[12])) / ticks, int(status["VmRSS"].split()[0]) / 1024,
-                  int(status["Threads"]))  # fmt: skip
-
-
-def read_processes(pids: Sequence[int], t: float) -> Sample:
-    """read_process summed over several processes (the app processes behind one proxy)."""
-    parts = [read_process(pid, t) for pid in pids]
-    return Sample(
-        t, sum(p.cpu_s for p in parts), sum(p.rss_mib for p in parts), sum(p.threads for p in parts)
-    )
-
-
-class Sampler:
-    """Reads processes (summed; and the numbers `probe` holds, if given) every `every_s` seconds until stopped."""
-
-    def __init__(self, pid: int | Sequence[int], every_s: float = 1.0, probe: Path | None = None) -> None:
-        self.pids = [pid] if isinstance(pid, int) else list(pid)
-        self.every_s, self.probe = every_s, probe
-        self.samples: list[Sample] = []
-        self._stop = threading.Event()
-        self._start = time.perf_counter()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def __enter__(self) -> Sampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _loop(self) -> None:
-        """Sample until stopped or the process is gone."""
-        while True:
-            try:
-                sample = read_processes(self.pids, time.perf_counter() - self._start)
-            except (OSError, KeyError, IndexError):
-                return
-            self.samples.append(replace(sample, load=os.getloadavg()[0], held=self._held()))
-            if self._stop.wait(self.every_s):
-                return
-
-    def _held(self) -> tuple[int, ...]:
-        """The integers the probe file holds now (empty without a probe or while it is being written)."""
-        try:
-            return tuple(int(n) for n in self.probe.read_text().split()) if self.probe else ()
-        except (OSError, ValueError):
-            return ()
-
-
-def cpu_percent(samples: list[Sample]) -> tuple[float, float]:
-    """(mean, peak over ~5 s windows) CPU use in percent of one core."""
-    if len(samples) < 2:
-        return 0.0, 0.0
-    mean = 100 * (samples[-1].cpu_s - samples[0].cpu_s) / max(samples[-1].t - samples[0].t, 1e-9)
-    windows = [
-        100 * (b.cpu_s - a.cpu_s) / max(b.t - a.t, 1e-9) for a, b in zip(samples, samples[5:], strict=False)
-    ]
-    return mean, max(windows, default=mean)
-
-
-@dataclass(frozen=True)
-class SharedWork:
-    """One new sentence typed in two sessions in turn: server CPU seconds and response of each."""
-
-    first_cpu_s: float
-    first_s: float
-    second_cpu_s: float
-    second_s: float
 
 
 async def shared_work_probe(script: Script, pids: Sequence[int], sentence: str) -> SharedWork:

@@ -23,20 +23,10 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python bench/bench_soak.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.bench_class import (
-    REPO,
-    Sample,
-    Sampler,
-    Script,
-    Session,
-    cpu_percent,
-    drive_class,
-    own_sentence,
-    read_process,
-    text_state,
-    use_checkpoints,
-)
+from bench.bench_class import REPO, Script, drive_class, own_sentence, use_checkpoints
 from bench.bench_load import free_port, server_env, stop_server, write_section
+from bench.class_protocol import Session, text_state
+from bench.process_sampler import Sample, Sampler, cpu_percent, read_process
 from deploy.launch import serve, start_app, streamlit_args
 
 TITLE = "Soak"

@@ -10,9 +10,6 @@ import pytest
 
 from bench.bench_class import (
     VIEWING,
-    Run,
-    Sample,
-    Sampler,
     StudentReport,
     check_picker,
     kind_rows,
@@ -22,6 +19,8 @@ from bench.bench_class import (
     section,
 )
 from bench.bench_soak import curve_rows
+from bench.class_protocol import Run
+from bench.process_sampler import Sample, Sampler
 from tests.helpers.system import nginx
 
 

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.bench_class import SAVED, Session, click_state, text_state
+from bench.bench_class import SAVED
 from bench.bench_load import free_port, make_shipped_checkpoint, start_server, stop_server
+from bench.class_protocol import Session, click_state, text_state
 from visformer.checkpoint import list_checkpoints, load_checkpoint
 from visformer.classroom.catalogue import discover_checkpoints
 
