@@ -26,7 +26,8 @@ from tests.helpers.checkpoints import (
     trained_checkpoint,
     untrained_checkpoint,
 )
-from tests.helpers.paths import REPO
+from tests.helpers.corpora import generate, is_real
+from tests.helpers.paths import REPO, SHARED_DATA
 from tests.helpers.system import chromium
 from visformer import Transformer
 from visformer.checkpoint import list_checkpoints, save_checkpoint
@@ -58,6 +59,12 @@ def _deterministic() -> None:
 def tiny_model() -> Transformer:
     """A two-layer tiny model in eval mode."""
     return Transformer(tiny_config(n_encoder_layers=2, n_decoder_layers=2)).eval()
+
+
+@pytest.fixture(scope="session")
+def corpus_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The mixes' data folder: ../shared/data when it is here, else a generated stand-in with the same files."""
+    return SHARED_DATA if is_real() else generate(tmp_path_factory.mktemp("data"))
 
 
 @pytest.fixture(scope="session")

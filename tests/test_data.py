@@ -10,6 +10,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.helpers.corpora import GENERATED_PAIRS
+from tests.helpers.paths import SHARED_DATA
 from visformer.data import (
     Pair,
     batch_by_tokens,
@@ -21,8 +23,6 @@ from visformer.data import (
     split_disjoint,
 )
 from visformer.tasks import make_examples, task_tokenizer
-
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
 def _write(path: Path, text: str | bytes) -> Path:
@@ -175,13 +175,12 @@ def test_encode_pairs_with_task_examples() -> None:
     assert all(len(s) + 1 <= 6 for s, _ in encode_pairs(examples, tok, tok, max_len=6))
 
 
-@pytest.mark.skipif(not (SHARED_DATA / "tatoeba-kor-eng").is_dir(), reason="shared Tatoeba copy not present")
-def test_tatoeba_split_has_no_leak() -> None:
-    folder = SHARED_DATA / "tatoeba-kor-eng"
+def test_tatoeba_split_has_no_leak(corpus_data: Path) -> None:
+    folder = corpus_data / "tatoeba-kor-eng"
     pairs = read_parallel(folder / "kor-eng.en", folder / "kor-eng.ko")
-    assert len(pairs) == 5749
+    assert len(pairs) == (5749 if corpus_data == SHARED_DATA else GENERATED_PAIRS)
     train, valid, test = split_disjoint(pairs, valid=287, test=287, seed=0)
     held_out = valid + test
     assert not {p.src for p in train} & {p.src for p in held_out}
     assert not {p.tgt for p in train} & {p.tgt for p in held_out}
-    assert len(train) + len(valid) + len(test) == 5749
+    assert len(train) + len(valid) + len(test) == len(pairs)
