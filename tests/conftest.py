@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -139,22 +139,26 @@ def env(roots: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> tuple[Path
 
 
 # ---------------------------------------------------------------------------------------------
-# The real app in a real browser: one `streamlit run app.py` and one Chromium per module
+# The real app in a real browser: one `streamlit run app.py` per configuration for the session, one Chromium per module
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Start `streamlit run app.py` on a free loopback port; yield its URL; stop it afterwards."""
+def start_server(
+    tmp_path_factory: pytest.TempPathFactory, checkpoints: Path | None
+) -> tuple[str, subprocess.Popen]:
+    """Start `streamlit run app.py` on a free loopback port (shipped models: `checkpoints`, else the repository's)."""
     chromium()
     env = dict(os.environ)
     env["VISFORMER_USER_CHECKPOINTS"] = str(tmp_path_factory.mktemp("user-checkpoints"))
-    if not list_checkpoints(REPO / "checkpoints"):  # no shipped checkpoint in this tree yet
-        shipped = tmp_path_factory.mktemp("shipped")
-        make_checkpoint(shipped)
-        env["VISFORMER_CHECKPOINTS"] = str(shipped)
+    if checkpoints is None and not list_checkpoints(
+        REPO / "checkpoints"
+    ):  # no shipped checkpoint in this tree yet
+        checkpoints = tmp_path_factory.mktemp("shipped")
+        make_checkpoint(checkpoints)
+    if checkpoints is not None:
+        env["VISFORMER_CHECKPOINTS"] = str(checkpoints)
     port = free_port()
-    log = (tmp_path_factory.mktemp("server") / "streamlit.log").open("w")
+    log = tmp_path_factory.mktemp("server") / "streamlit.log"
     cmd = [
         sys.executable, "-m", "streamlit", "run", "app.py",
         "--server.headless", "true",
@@ -163,20 +167,44 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "--browser.gatherUsageStats", "false",
         "--server.fileWatcherType", "none",
     ]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + STARTUP_S
-        while not healthy(url):
-            if proc.poll() is not None:
-                pytest.fail(f"streamlit exited with code {proc.returncode}; see {log.name}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"streamlit did not become healthy within {STARTUP_S} s; see {log.name}")
-            time.sleep(0.5)
-        yield url
-    finally:
+    deadline = time.monotonic() + STARTUP_S
+    while not healthy(url):
+        if proc.poll() is not None:
+            pytest.fail(f"streamlit exited with code {proc.returncode}; see {log}")
+        if time.monotonic() > deadline:
+            stop_process(proc)
+            pytest.fail(f"streamlit did not become healthy within {STARTUP_S} s; see {log}")
+        time.sleep(0.1)
+    return url, proc
+
+
+@pytest.fixture(scope="session")
+def app_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., str]]:
+    """`app_servers(checkpoints=None, fresh="")`: the URL of the session's server for these shipped checkpoints.
+
+    Started on first use and shared by every test that asks for the same configuration (its caches stay warm);
+    a test that needs a server nobody has visited yet names its own `fresh` key. All stop when the session ends.
+    """
+    started: dict[tuple[str, str], tuple[str, subprocess.Popen]] = {}
+
+    def url(checkpoints: Path | None = None, fresh: str = "") -> str:
+        key = (str(checkpoints), fresh)
+        if key not in started:
+            started[key] = start_server(tmp_path_factory, checkpoints)
+        return started[key][0]
+
+    yield url
+    for _, proc in started.values():
         stop_process(proc)
-        log.close()
+
+
+@pytest.fixture
+def server(app_servers: Callable[..., str]) -> str:
+    """The URL of the session's `streamlit run app.py` on the repository's shipped checkpoints."""
+    return app_servers()
 
 
 @pytest.fixture(scope="module")

@@ -30,12 +30,12 @@ def _open_tab(page, tab: str) -> None:
 
 
 # tab label -> charts it draws at least (for the tiny and the real checkpoints alike)
-def test_deep_link_on_a_fresh_server_opens_inside_the_frame(server: str, browser) -> None:
+def test_deep_link_on_a_fresh_server_opens_inside_the_frame(app_servers, browser) -> None:
     """The first visit to a fresh server is a link to /decoding: it must get the frame, not pages/ as files.
 
-    Kept first in this module so that it really is the server's first visit.
+    A server of its own (conftest: app_servers), so that this really is the server's first visit.
     """
-    page, errors = open_view(browser, server + "/decoding")
+    page, errors = open_view(browser, app_servers(fresh="deep-link") + "/decoding")
     try:
         # Streamlit's folder-mode nav shows while the first run imports; then the frame's nav replaces it
         page.wait_for_function(

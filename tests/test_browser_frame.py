@@ -13,6 +13,7 @@ from tests.helpers.browser import (
     SHOTS,
     TALL_VIEWPORT,
     WAIT_MS,
+    charts_drawn,
     korean_checkpoint,
     no_exception,
     visible_charts,
@@ -27,8 +28,7 @@ def _open(tab, base: str, path: str) -> None:
     """Open a view and wait until its charts are drawn and the script is idle."""
     tab.goto(f"{base}/{path}", wait_until="domcontentloaded", timeout=WAIT_MS)
     visible_charts(tab, 1)
-    wait_until_idle(tab)
-    tab.wait_for_timeout(800)  # plotly finishes drawing
+    charts_drawn(tab)  # the script is idle and plotly has finished drawing
 
 
 @pytest.fixture
@@ -93,8 +93,7 @@ def test_the_sentence_and_the_share_link_carry_over_a_page_switch_in_korean(serv
     ):  # pages without a sentence keep the language and the model too
         sidebar.locator(f'a[href$="/{page}"]').click()
         tab.wait_for_url(f"**/{page}*", timeout=WAIT_MS)
-        wait_until_idle(tab)
-        tab.wait_for_timeout(800)
+        charts_drawn(tab)  # the script is idle and plotly has finished drawing
         link = sidebar.locator('[data-testid="stCode"]').inner_text()
         assert "lang=ko" in link and "checkpoint=" in link, (page, link)
     no_exception(tab)

@@ -10,7 +10,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.helpers.browser import VIEWPORT, WAIT_MS, check_and_shoot, korean_checkpoint, wait_until_idle
+from tests.helpers.browser import (
+    VIEWPORT,
+    WAIT_MS,
+    charts_drawn,
+    check_and_shoot,
+    korean_checkpoint,
+    wait_until_idle,
+)
 from visformer import i18n
 from visformer.explain import lesson as ls
 
@@ -44,6 +51,6 @@ def test_every_lesson_step_in_korean_in_chromium(server: str, tab) -> None:
         wait_until_idle(page)
         # what the model computed is drawn after the reveal (issue 29): a chart, or a table
         page.locator('.js-plotly-plot, [data-testid="stTable"]').first.wait_for(timeout=WAIT_MS)
-        page.wait_for_timeout(800)  # plotly finishes drawing
+        charts_drawn(page)  # plotly finishes drawing
         check_and_shoot(page, f"lesson-ko-{step:02d}", errors)  # whole page, no exception box, no JS error
         assert "lang=ko" in page.url

@@ -7,8 +7,7 @@ folder pointed at an imported model. Screenshots go to artifacts/screenshots/mar
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -25,20 +24,24 @@ pytest.importorskip("transformers")
 NAME = "opus-mt-ko-en"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def imported_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The imported model as the only checkpoint the server lists (set before `server` starts)."""
+@pytest.fixture(scope="module")
+def imported_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder whose checkpoints/ holds the imported model only."""
     root = tmp_path_factory.mktemp("marian-browser")
     build_marian(root / "hf", d_model=32, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
                  decoder_attention_heads=8, steps=40)  # fmt: skip
     import_marian(str(root / "hf"), root / "checkpoints" / NAME)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setitem(os.environ, "VISFORMER_CHECKPOINTS", str(root / "checkpoints"))
-        yield root
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(app_servers: Callable[..., str], imported_model: Path) -> str:
+    """The session's server that lists the imported model as its only shipped checkpoint."""
+    return app_servers(imported_model / "checkpoints")
 
 
 @pytest.mark.parametrize("kind", ["cross", "encoder", "decoder"])
-def test_all_heads_grid_of_an_imported_6x8_model(imported_model, server: str, browser, kind: str) -> None:
+def test_all_heads_grid_of_an_imported_6x8_model(server: str, browser, kind: str) -> None:
     query = {"checkpoint": NAME, "sentence": SOURCES[0], "lang": "ko", "view": kind, "tab": "All heads"}
     page, errors = open_view(browser, f"{server}/?{urlencode(query)}")
     try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers.browser import SHOTS
+from tests.helpers.browser import SHOTS, charts_drawn
 from visformer import i18n
 
 pytestmark = pytest.mark.browser
@@ -36,7 +36,7 @@ def test_model_pages_in_korean(server: str, browser, path: str, charts: int, tit
         timeout=WAIT_MS,
         polling=500,
     )
-    page.wait_for_timeout(1000)
+    charts_drawn(page)
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"models-{path}-ko.png"), full_page=True)
     boxes = page.locator('[data-testid="stException"]')

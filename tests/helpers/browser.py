@@ -35,6 +35,25 @@ def visible_charts(page, at_least: int) -> None:
     )
 
 
+# True once the script is idle, every visible chart is drawn no wider than the window (plotly has re-laid it out
+# for the window's width) and none of them has changed for `quiet` ms (plotly re-lays out after its first draw).
+DRAWN_JS = """([quiet, width]) => {
+  const plots = [...document.querySelectorAll('.js-plotly-plot')].filter(e => e.offsetParent);
+  const ready = !document.querySelector('[data-testid="stStatusWidget"]')
+    && plots.every(p => p._fullLayout && p._fullLayout.width <= width);
+  const state = JSON.stringify(plots.map(p => [p.clientWidth, p.clientHeight, p.getElementsByTagName('*').length]));
+  const now = performance.now();
+  if (!ready || state !== window.__drawn) { window.__drawn = state; window.__drawnSince = now; }
+  return ready && now - window.__drawnSince >= quiet;
+}"""
+
+
+def charts_drawn(page, quiet_ms: int = 250) -> None:
+    """Wait until every visible chart is drawn for the window's size and has stayed unchanged for `quiet_ms`."""
+    page.evaluate("() => { window.__drawn = null; }")
+    page.wait_for_function(DRAWN_JS, arg=[quiet_ms, page.viewport_size["width"]], timeout=WAIT_MS, polling=50)
+
+
 def no_exception(page) -> None:
     """Fail on a Streamlit exception box."""
     boxes = page.locator('[data-testid="stException"]')
@@ -49,7 +68,7 @@ def check_and_shoot(page, name: str, errors: list[str]) -> None:
     )
     if height > VIEWPORT["height"]:  # Streamlit scrolls inside the page: grow the window to see it all
         page.set_viewport_size({"width": VIEWPORT["width"], "height": min(int(height), 8000)})
-    page.wait_for_timeout(400)  # let plotly finish drawing (and re-layout) before the picture
+    charts_drawn(page)  # let plotly finish drawing (and re-layout) before the picture
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"{name}.png"))
     page.set_viewport_size(VIEWPORT)
