@@ -27,6 +27,7 @@ from visformer.decoding import (
     top_p_filter,
     translate,
 )
+from visformer.decoding.filters import descending_order
 from visformer.model import HeadMask, Transformer
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
@@ -530,6 +531,27 @@ def test_bf16_and_fp32_decoding_agree_on_the_shipped_models(monkeypatch, name: s
     assert 0 < max(gaps) < 0.02  # bf16 did run (the numbers moved), and moved them little
 
 
+@pytest.mark.parametrize(("name", "lang"), [("en-de", "en"), ("ko-en", "ko")])
+def test_int8_weights_pick_fp32s_tokens_on_the_shipped_models(name: str, lang: str) -> None:
+    """int8 decoding (what "auto" picks for one sentence of an opus-mt-sized model) picks fp32's tokens for the
+    app's examples, with probabilities that moved (int8 did run) but little."""
+    from visformer.checkpoint import load_checkpoint
+    from visformer.decoding import translate
+    from visformer.explain.examples import EXAMPLES, LECTURE_EXAMPLES
+
+    ck = load_checkpoint(Path(__file__).resolve().parents[1] / "checkpoints" / name)
+    args = (ck.model, ck.src_tokenizer, ck.tgt_tokenizer)
+    sentences = EXAMPLES[lang] + LECTURE_EXAMPLES.get(lang, [])
+    same, gaps = 0, []
+    for text in sentences:
+        int8 = translate(*args, text, "greedy", precision="int8")
+        fp32 = translate(*args, text, "greedy", precision="fp32")
+        same += int8.tgt_ids == fp32.tgt_ids
+        gaps.append(abs(int8.output.steps[0].token_prob - fp32.output.steps[0].token_prob))
+    assert same == len(sentences)
+    assert 0 < max(gaps) < 0.05
+
+
 def test_translate_cleans_its_input_like_the_app(text_checkpoint: Path) -> None:
     from visformer.checkpoint import load_checkpoint
     from visformer.decoding import translate
@@ -580,3 +602,41 @@ def test_top_k_sampling_refuses_k_0_and_the_app_offers_k_from_1() -> None:
         get_strategy("top-k")(model, torch.tensor([[5, 6, 3]]), top_k=0, seed=0)
     assert schema.VIEW_PARAMS[schema.decoding_param_key("top-k", "top_k")].lo == 1
     assert get_strategy("sample")(model, torch.tensor([[5, 6, 3]]), top_k=0, seed=0).params["top_k"] == 0
+
+
+def _stable_descending(values: torch.Tensor) -> torch.Tensor:
+    """The order of torch's stable descending sort: the reference for the filters' faster order."""
+    return torch.sort(values, dim=-1, descending=True, stable=True).indices
+
+
+def test_filters_keep_what_a_stable_sort_keeps_also_with_ties() -> None:
+    """top-k by threshold, top-p by numpy's key sort: the same sets as sorting every logit (ties: lower id)."""
+    gen = torch.Generator().manual_seed(0)
+    for trial in range(200):
+        v = int(torch.randint(2, 300, (), generator=gen))
+        logits = torch.randint(-3, 3, (3, v), generator=gen).float()  # many ties
+        if trial % 3 == 0:
+            logits = torch.randn(3, v, generator=gen)
+        logits[0, : v // 3] = -math.inf
+        order = _stable_descending(logits)
+        for k in (1, 2, 5, v, v + 3):
+            expected = torch.zeros_like(logits, dtype=torch.bool).scatter_(
+                -1, order, (torch.arange(v) < k).expand_as(order)
+            )
+            assert torch.equal(top_k_filter(logits, k), expected)
+        probs = torch.softmax(logits, -1)
+        assert torch.equal(descending_order(probs), _stable_descending(probs))
+        for p in (0.1, 0.5, 0.9, 1.0):
+            sorted_probs = probs.gather(-1, _stable_descending(probs))
+            keep = (torch.cumsum(sorted_probs, -1) - sorted_probs < p) & (sorted_probs > 0)
+            keep[..., 0] = True
+            expected = torch.zeros_like(keep).scatter_(-1, _stable_descending(probs), keep)
+            assert torch.equal(top_p_filter(logits, p), expected)
+
+
+def test_draw_follows_the_distribution() -> None:
+    probs = torch.tensor([[0.5, 0.0, 0.3, 0.2, 0.0]]).expand(20_000, -1)
+    tokens = draw(probs, torch.Generator().manual_seed(1))
+    counts = torch.bincount(tokens, minlength=5).double() / len(tokens)
+    assert counts[1] == 0 and counts[4] == 0  # zero probability: never drawn, also the last id
+    assert torch.allclose(counts, probs[0].double(), atol=0.015)

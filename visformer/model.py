@@ -461,7 +461,7 @@ class Encoded:
 class Decoded:
     """Decoder output for the given target positions."""
 
-    logits: Tensor  # (B, T, V)
+    logits: Tensor | None  # (B, T, V); None when decode(logits=False)
     self_attention: list[Tensor]  # per layer (B, h, T, T_all)
     cross_attention: list[Tensor]  # per layer (B, h, T, S)
     intermediates: list[LayerRecord] = field(default_factory=list)  # per layer, when recorded
@@ -531,8 +531,12 @@ class Transformer(nn.Module):
         need_weights: bool = False,
         head_mask: HeadMask | None = None,
         record: bool = False,
+        logits: bool = True,
     ) -> Decoded:
-        """Logits (B, T, V) for target tokens (B, T); with a cache, `tgt` holds only new tokens."""
+        """Logits (B, T, V) for target tokens (B, T); with a cache, `tgt` holds only new tokens.
+
+        logits=False skips the output projection (attention or intermediates only: a 65k vocabulary's
+        projection is the largest matmul of a teacher-forced pass)."""
         offset = cache.length if cache is not None else 0
         x = self.tgt_embed(tgt, offset)
         records = [] if record else None
@@ -541,7 +545,7 @@ class Transformer(nn.Module):
         )
         if not need_weights:
             self_maps, cross_maps = [], []
-        return Decoded(self.generator(y), self_maps, cross_maps, records or [])
+        return Decoded(self.generator(y) if logits else None, self_maps, cross_maps, records or [])
 
     def new_cache(self) -> KVCache:
         """An empty key/value cache for incremental decoding."""

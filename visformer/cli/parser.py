@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from .. import architectures
-from ..config import PRECISIONS, TrainConfig
+from ..config import DECODING_PRECISIONS, PRECISIONS, TrainConfig
 from ..models import SEQ2SEQ_ARCHITECTURES
 from .common import THREADS_HELP, overwrite_option, threads_value
 
@@ -117,8 +117,9 @@ def _inference_options(p: argparse.ArgumentParser) -> None:
     """--threads and --precision, shared by translate and evaluate."""
     p.add_argument("--threads", type=threads_value, default=None, metavar="N|auto", help=THREADS_HELP)
     p.add_argument(
-        "--precision", choices=PRECISIONS, default="auto",
-        help="auto (default): bf16 autocast where the CPU/GPU runs it natively and d_model >= 256, as in training",
+        "--precision", choices=DECODING_PRECISIONS, default="auto",
+        help="auto (default): by model size and batch as measured on CPUs (bf16 where it runs natively, int8 weights "
+        "for one opus-mt-sized sentence); int8: weight-only int8 matmuls in decoding (CPU)",
     )  # fmt: skip
 
 

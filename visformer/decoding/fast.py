@@ -12,11 +12,13 @@ logits stay fp32. Tests hold it to the reference path token for token in fp32.
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -47,34 +49,63 @@ def fast_path_applies(model: nn.Module, head_mask: HeadMask | None) -> bool:
 # Measured on this project's CPU (bench/RESULTS.md, Decoding: where a token's time goes): below about 16 rows
 # decoded together (batch x beams) a step's small matmuls run faster in fp32 (this CPU's bf16 GEMV kernels carry
 # more overhead than the bytes they save), from 16 rows on bf16 wins; a large output matrix (opus-mt's 65,001 x
-# 512) is read in bf16 at every batch, since at one row its bytes dominate the step.
+# 512) is read in bf16 at every batch, since at one row its bytes dominate the step. At such a size one to four
+# rows are memory-bound in fp32 and bf16 alike, and int8 weights (a quarter of fp32's bytes, fbgemm's dynamic
+# int8 matmul) stream about 3x faster: 1 row x a 2,048 x 512 matrix read from memory took 95 us in int8, 290 us in
+# fp32, 294 us in bf16 (2026-11-26, 1 thread); from 8 rows bf16 is faster again.
 BF16_MIN_ROWS = 16  # rows from which every matmul runs in bf16
 BF16_MIN_OUTPUT_WEIGHTS = 16_000_000  # vocabulary x d_model from which the output projection is always bf16
+INT8_MAX_ROWS = 4  # a model with such an output decodes up to this many rows with int8 weights ("auto", CPU)
 
 
 @dataclass(frozen=True)
 class StepDtypes:
-    """Weight dtypes of one decoding: the layers' matmuls and the output projection."""
+    """Weight dtypes of one decoding: the layers' matmuls and the output projection (torch.int8: int8 weights)."""
 
     layers: torch.dtype
     output: torch.dtype
+
+    @property
+    def activations(self) -> torch.dtype:
+        """The dtype the layers' matmuls read and write (and the cache holds): fp32 next to int8 weights."""
+        return torch.float32 if self.layers == torch.int8 else self.layers
+
+    @property
+    def output_activations(self) -> torch.dtype:
+        """The dtype the output projection reads."""
+        return torch.float32 if self.output == torch.int8 else self.output
 
 
 def decoding_dtype(
     config: ModelConfig, rows: int, device: torch.device, precision: str = "auto"
 ) -> StepDtypes:
-    """The weight dtypes for decoding `rows` rows at once: "fp32", "bf16", or "auto" by this CPU's measurements."""
+    """The weight dtypes for decoding `rows` rows at once: "fp32", "bf16", "int8", or "auto" by this CPU's
+    measurements."""
+    if precision == "int8":
+        if device.type != "cpu":
+            raise ValueError("int8 decoding runs on the CPU; use precision 'auto', 'bf16' or 'fp32'")
+        return StepDtypes(torch.int8, torch.int8)
     dtype = autocast_dtype(precision, device, config.d_model)  # "auto": bf16 from d_model 256 on a bf16 CPU
     if dtype is None:
         return StepDtypes(torch.float32, torch.float32)
     if precision != "auto" or device.type != "cpu":
         return StepDtypes(dtype, dtype)
     big_output = config.tgt_vocab_size * config.d_model >= BF16_MIN_OUTPUT_WEIGHTS
+    if big_output and rows <= INT8_MAX_ROWS:
+        return StepDtypes(torch.int8, torch.int8)
     layers = dtype if rows >= BF16_MIN_ROWS else torch.float32
     return StepDtypes(layers, dtype if rows >= BF16_MIN_ROWS or big_output else torch.float32)
 
 
-Linear = tuple[Tensor, Tensor | None, bool]  # weight (out, in) or, transposed, (in, out); bias (out,)
+class Linear(NamedTuple):
+    """A linear layer laid out for one dtype: fp32 weights transposed (in, out); bf16 (out, in); int8 as fbgemm's
+    packed per-output-channel int8 weights with the fp32 bias."""
+
+    weight: Tensor | object  # (in, out) fp32, (out, in) bf16, or fbgemm's packed int8 weights and bias
+    bias: Tensor | None  # (out,); inside the packed weights for int8
+    layout: str  # "in_out" | "out_in" | "int8"
+
+
 Norm = tuple[Tensor, Tensor, float]  # LayerNorm weight, bias, eps (fp32)
 
 
@@ -109,27 +140,49 @@ class FastWeights:
 
 
 def _linear(dtype: torch.dtype, *modules: nn.Linear) -> Linear:
-    """Weights and biases of `modules` stacked along the outputs, in `dtype`; fp32 weights stored transposed.
+    """Weights and biases of `modules` stacked along the outputs, laid out for `dtype`.
 
     This CPU's fp32 GEMV/GEMM reads a (in, out) matrix up to 2x faster than nn.Linear's (out, in) one at
-    1-64 rows, bf16 the other way round (bench/RESULTS.md, Decoding: where a token's time goes).
+    1-64 rows, bf16 the other way round (bench/RESULTS.md, Decoding: where a token's time goes). int8: symmetric
+    per-output-channel int8 weights (scale = max |w| of the row / 127) for fbgemm's dynamic int8 matmul.
     """
     weight = torch.cat([m.weight for m in modules]) if len(modules) > 1 else modules[0].weight
     biases = [m.bias for m in modules]
     bias = None if biases[0] is None else torch.cat(biases) if len(biases) > 1 else biases[0]
-    weight, transposed = weight.detach().to(dtype), dtype == torch.float32
-    weight = weight.t().contiguous() if transposed else weight
-    return weight, None if bias is None else bias.detach().to(dtype), transposed
+    weight, bias = weight.detach().float(), None if bias is None else bias.detach().float()
+    if dtype == torch.int8:
+        return Linear(_int8_packed(weight, bias), None, "int8")
+    bias = None if bias is None else bias.to(dtype)
+    if dtype == torch.float32:
+        return Linear(weight.t().contiguous(), bias, "in_out")
+    return Linear(weight.to(dtype), bias, "out_in")
+
+
+def _int8_packed(weight: Tensor, bias: Tensor | None) -> object:
+    """fbgemm's packed int8 form of weight (out, in), one scale per output row, and the fp32 bias.
+
+    torch 2.13 marks its quantized-tensor constructors deprecated (a UserWarning) but keeps them; they are
+    the only CPU int8 kernels that stream a weight matrix from memory about 3x faster than fp32 at one row.
+    """
+    scales = weight.abs().amax(dim=1).clamp_min(1e-12) / 127  # (out,)
+    zero = torch.zeros(weight.shape[0], dtype=torch.long)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        quantised = torch.quantize_per_channel(weight, scales.double(), zero, 0, torch.qint8)
+        return torch.ops.quantized.linear_prepack(quantised, bias)
 
 
 def project(x: Tensor, lin: Linear) -> Tensor:
-    """x (..., in) W^T + b with a prepared Linear."""
-    weight, bias, transposed = lin
-    if not transposed:
-        return F.linear(x, weight, bias)
+    """x (..., in) W^T + b with a prepared Linear, in x's dtype (fp32 for int8 weights)."""
+    if lin.layout == "out_in":
+        return F.linear(x, lin.weight, lin.bias)
     if x.dim() != 2:
         return project(x.reshape(-1, x.shape[-1]), lin).view(*x.shape[:-1], -1)
-    return x @ weight if bias is None else torch.addmm(bias, x, weight)
+    if lin.layout == "int8":
+        return torch.ops.quantized.linear_dynamic(
+            x, lin.weight, True
+        )  # activations quantised per call (7 bit)
+    return x @ lin.weight if lin.bias is None else torch.addmm(lin.bias, x, lin.weight)
 
 
 def _norm(module: nn.LayerNorm) -> Norm:
@@ -210,7 +263,7 @@ class FastDecoder:
         memory = encoded.memory  # (B, S, d)
         b, s, d = memory.shape
         h = w.n_heads
-        dt = w.dtypes.layers
+        dt = w.dtypes.activations
         self.d_model, self.d_head = d, d // h
         mem = memory.to(dt)
         # per layer (2, B, h, S, dh): strided views of one projection each, no copy
@@ -236,7 +289,7 @@ class FastDecoder:
             raise ValueError(f"the cache holds {self.kv.shape[4]} steps")
         x = F.embedding(tokens, w.embedding) * w.scale + w.pe[t]  # (A, d) fp32 residual stream
         act = ACTIVATION_FUNCTIONS[w.activation]
-        d, dt, pre = self.d_model, w.dtypes.layers, w.norm_first
+        d, dt, pre = self.d_model, w.dtypes.activations, w.norm_first
         for i, lw in enumerate(w.layers):
             n1, n2, n3 = lw.norms
             y = F.layer_norm(x, (d,), *n1) if pre else x
@@ -254,7 +307,7 @@ class FastDecoder:
         if w.final_norm is not None:
             x = F.layer_norm(x, (d,), *w.final_norm)
         self.length = t + 1
-        return project(x.to(w.dtypes.output), w.output).float()  # (A, V)
+        return project(x.to(w.dtypes.output_activations), w.output).float()  # (A, V)
 
     def _self_attention(self, y: Tensor, lw: LayerWeights, i: int, t: int) -> Tensor:
         """Masked self-attention of the new position over positions 0..t (its K/V written at t): (A, d)."""

@@ -73,7 +73,7 @@ def decoder(
     """
     if fast_path_applies(model, head_mask):
         dtypes = decoding_dtype(model.config, src.shape[0] * beams, src.device, precision)
-        with precision_context(model, "bf16" if dtypes.layers == torch.bfloat16 else "fp32"):
+        with precision_context(model, "bf16" if dtypes.layers == torch.bfloat16 else "fp32"):  # int8: fp32
             encoded = model.encode(src)
         yield FastDecoder(fast_weights(model, dtypes), encoded, max_steps, group=beams)
         return
@@ -107,6 +107,7 @@ def precision_context(model: Transformer, precision: str = "auto") -> torch.auto
     """
     device = next(model.parameters()).device
     transformer = architecture(model.config.architecture).family is Family.TRANSFORMER
+    precision = "bf16" if precision == "int8" else precision  # int8 weights exist on the fast path only
     dtype = autocast_dtype(precision, device, model.config.d_model) if transformer else None
     return torch.autocast(device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None)
 

@@ -57,8 +57,11 @@ def output_attention(
 ) -> AttentionMaps:
     """All attention maps of one teacher-forced pass over the output, decoder input [bos] + tgt_ids[:-1]."""
     tgt_in = torch.tensor([[bos_id, *tgt_ids[:-1]]], dtype=torch.long, device=src.device)  # (1, T)
-    out = model(src, tgt_in, need_weights=True, head_mask=head_mask)
-    return out.attention.cpu()
+    if not isinstance(model, Transformer):
+        return model(src, tgt_in, need_weights=True, head_mask=head_mask).attention.cpu()
+    encoded = model.encode(src, need_weights=True, head_mask=head_mask)
+    decoded = model.decode(tgt_in, encoded, need_weights=True, head_mask=head_mask, logits=False)
+    return AttentionMaps(encoded.attention, decoded.self_attention, decoded.cross_attention).cpu()
 
 
 def translate(
