@@ -52,10 +52,12 @@ def fast_path_applies(model: nn.Module, head_mask: HeadMask | None) -> bool:
 # 512) is read in bf16 at every batch, since at one row its bytes dominate the step. At such a size one to four
 # rows are memory-bound in fp32 and bf16 alike, and int8 weights (a quarter of fp32's bytes, fbgemm's dynamic
 # int8 matmul) stream about 3x faster: 1 row x a 2,048 x 512 matrix read from memory took 95 us in int8, 290 us in
-# fp32, 294 us in bf16 (2026-11-26, 1 thread); from 8 rows bf16 is faster again.
+# fp32, 294 us in bf16; 8 rows 185 / 765 / 488 us, 16 rows 327 / 1,203 / 414 us; the 65,001 x 512 output at
+# 1 / 8 / 16 / 32 rows 3.1 / 5.8 / 7.6 / 10.3 ms in int8 against 8.6 / 11.3 / 10.1 / 11.4 ms in bf16
+# (2026-11-26, 1 thread).
 BF16_MIN_ROWS = 16  # rows from which every matmul runs in bf16
 BF16_MIN_OUTPUT_WEIGHTS = 16_000_000  # vocabulary x d_model from which the output projection is always bf16
-INT8_MAX_ROWS = 4  # a model with such an output decodes up to this many rows with int8 weights ("auto", CPU)
+INT8_MAX_ROWS = 16  # a model with such an output decodes up to this many rows with int8 weights ("auto", CPU)
 
 
 @dataclass(frozen=True)
