@@ -299,6 +299,8 @@ def _opus_interactions(section: Section, ckpt, repeats: int) -> None:
     of one kind (figure built and serialised), the decoding comparison of the five default strategies."""
     import time
 
+    import plotly.io
+
     from visformer.decoding import run_strategies, translate
     from visformer.explain import attention as fg
     from visformer.explain import views as sup
@@ -316,7 +318,8 @@ def _opus_interactions(section: Section, ckpt, repeats: int) -> None:
         )
         start = time.perf_counter()
         queries, keys = view.labels("cross")
-        fg.attention_grid(view.stack("cross"), queries, keys, average=True, compact=True).to_json()
+        figure = fg.attention_grid(view.stack("cross"), queries, keys, average=True, compact=True)
+        plotly.io.to_json(figure, validate=False)  # as st.plotly_chart serialises it
         times.setdefault("all-heads grid of one kind (6 x 8 heads + means), built and serialised", []).append(
             time.perf_counter() - start
         )
