@@ -74,22 +74,21 @@ def pe_pair_figure(
     )
     n_marks = min(int((len(sin) - 1) // wavelength) if wavelength > 0 else 0, 40)
     every = max(1, -(-n_marks // 8))  # at most 8 labels, so they never overlap
+    # what fig.add_vline draws, as plain layout entries set at once (15 add_vline calls took 130 ms)
+    lines, notes = [], []
     for m in range(1, n_marks + 1):
-        label = (
-            t("pe.fig.first_mark", lang, wl=f"{wavelength:,.1f}") if m == 1 else t("pe.fig.mark", lang, m=m)
-        )
-        labelled = m == 1 or m % every == 0
-        note = (
-            dict(
-                annotation_text=label,
-                annotation_position="top right",
-                annotation_yanchor="top",
-                annotation_font=MARK_FONT,
+        x = m * wavelength
+        lines.append(dict(type="line", x0=x, x1=x, xref="x", y0=0, y1=1, yref="y domain",
+                          line=dict(color=MARK_COLOR, width=1, dash="dash")))  # fmt: skip
+        if m == 1 or m % every == 0:
+            label = (
+                t("pe.fig.first_mark", lang, wl=f"{wavelength:,.1f}")
+                if m == 1
+                else t("pe.fig.mark", lang, m=m)
             )
-            if labelled
-            else {}
-        )
-        fig.add_vline(x=m * wavelength, line=dict(color=MARK_COLOR, width=1, dash="dash"), **note)
+            notes.append(dict(text=label, x=x, xref="x", xanchor="left", y=1, yref="y domain", yanchor="top",
+                              showarrow=False, font=MARK_FONT))  # fmt: skip
+    fig.update_layout(shapes=lines, annotations=notes)
     shown = "" if n_marks else t("pe.fig.longer", lang)
     note = t("pe.fig.wavelength", lang, a=a, d=d_model, wl=f"{wavelength:,.1f}", shown=shown)
     lines = "".join(
