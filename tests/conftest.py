@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from bench.bench_app import free_port, healthy
-from deploy.launch import stop_process
+from deploy.launch import stop_process, streamlit_args
 from tests.helpers.app import use_checkpoints
 from tests.helpers.browser import CHROMIUM_ARGS, STARTUP_S
 from tests.helpers.checkpoints import (
@@ -159,14 +159,7 @@ def start_server(
         env["VISFORMER_CHECKPOINTS"] = str(checkpoints)
     port = free_port()
     log = tmp_path_factory.mktemp("server") / "streamlit.log"
-    cmd = [
-        sys.executable, "-m", "streamlit", "run", "app.py",
-        "--server.headless", "true",
-        "--server.port", str(port),
-        "--server.address", "127.0.0.1",
-        "--browser.gatherUsageStats", "false",
-        "--server.fileWatcherType", "none",
-    ]  # fmt: skip
+    cmd = [sys.executable, "-m", "streamlit", *streamlit_args(port)]  # the options deploy/ runs app.py with
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"

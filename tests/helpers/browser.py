@@ -76,14 +76,19 @@ def check_and_shoot(page, name: str, errors: list[str]) -> None:
     assert not errors, f"{name}: {errors}"
 
 
+def go_to_view(page, url: str) -> None:
+    """Go to `url` (a fresh Streamlit session) and wait until the app has drawn it."""
+    page.goto(url, wait_until="domcontentloaded", timeout=WAIT_MS)
+    page.wait_for_selector('[data-testid="stSidebar"]', timeout=WAIT_MS)
+    wait_until_idle(page)
+
+
 def open_view(browser, url: str):
     """A new page at `url` once the app has drawn it; returns (page, JavaScript errors seen)."""
     page = browser.new_page(viewport=VIEWPORT)
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.goto(url, wait_until="domcontentloaded", timeout=WAIT_MS)
-    page.wait_for_selector('[data-testid="stSidebar"]', timeout=WAIT_MS)
-    wait_until_idle(page)
+    go_to_view(page, url)
     return page, errors
 
 
