@@ -68,7 +68,8 @@ def test_ci_runs_the_readme_suite_in_a_fast_lane_then_the_rest_selecting_every_t
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
     commands = [line for line in ci.splitlines() if line.startswith("python -m pytest")]
     lanes = [
-        re.fullmatch(r'python -m pytest -m "([a-z ]+)"( -x -q)?( -n \d+)?', command) for command in commands
+        re.fullmatch(r'python -m pytest -m "([a-z ]+)"( -x -q)?( -n \d+( --dist load\w*)?)?', command)
+        for command in commands
     ]
     assert len(lanes) == 2 and all(lanes), commands  # no unfiltered run beside the lanes
     assert lanes[0].group(1) == "not browser and not slow" and lanes[0].group(2)  # fast, stops at a failure
