@@ -20,11 +20,15 @@ VIEWPORT = {"width": 1440, "height": 1200}
 TALL_VIEWPORT = {"width": 1440, "height": 2200}  # Streamlit scrolls inside its own container
 
 
+# Streamlit marks its root with the script's state ("initial" before the first run, then "running", "notRunning");
+# its "running" status widget shows only after a delay, so its absence alone can come before the run has started.
+IDLE_JS = """() => (document.querySelector('[data-testid="stApp"]') || {dataset: {}}).dataset.testScriptState === 'notRunning'
+  && !document.querySelector('[data-testid="stStatusWidget"]')"""
+
+
 def wait_until_idle(page) -> None:
-    """Wait until Streamlit has finished running the script (no 'running' status widget)."""
-    page.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=WAIT_MS, polling=250
-    )
+    """Wait until Streamlit has finished running the script (its root says so, no 'running' status widget)."""
+    page.wait_for_function(IDLE_JS, timeout=WAIT_MS, polling=100)
 
 
 def visible_charts(page, at_least: int) -> None:
@@ -39,13 +43,13 @@ def visible_charts(page, at_least: int) -> None:
 # for the window's width) and none of them has changed for `quiet` ms (plotly re-lays out after its first draw).
 DRAWN_JS = """([quiet, width]) => {
   const plots = [...document.querySelectorAll('.js-plotly-plot')].filter(e => e.offsetParent);
-  const ready = !document.querySelector('[data-testid="stStatusWidget"]')
+  const ready = (IDLE_JS)()
     && plots.every(p => p._fullLayout && p._fullLayout.width <= width);
   const state = JSON.stringify(plots.map(p => [p.clientWidth, p.clientHeight, p.getElementsByTagName('*').length]));
   const now = performance.now();
   if (!ready || state !== window.__drawn) { window.__drawn = state; window.__drawnSince = now; }
   return ready && now - window.__drawnSince >= quiet;
-}"""
+}""".replace("IDLE_JS", IDLE_JS)
 
 
 def charts_drawn(page, quiet_ms: int = 250) -> None:
