@@ -8,7 +8,7 @@ from typing import Any
 from .architectures import ARCHITECTURES, DEFAULT  # the registry of model families (architectures.py)
 
 PRECISIONS = ("auto", "bf16", "fp32")  # TrainConfig.precision: autocast dtype choices
-# decoding also reads int8 weights (per-channel scales, bf16 activations): visformer.decoding.fast
+# decoding also runs int8 weights (one scale per output row, fp32 activations): visformer.decoding.fast
 DECODING_PRECISIONS = (*PRECISIONS, "int8")
 ACTIVATIONS = ("relu", "swish", "gelu")  # ModelConfig.activation: the feed-forward non-linearity
 

@@ -119,7 +119,7 @@ def _inference_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--precision", choices=DECODING_PRECISIONS, default="auto",
         help="auto (default): by model size and batch as measured on CPUs (bf16 where it runs natively, int8 weights "
-        "for one opus-mt-sized sentence); int8: weight-only int8 matmuls in decoding (CPU)",
+        "for up to 16 rows of an opus-mt-sized model); int8: int8 weight matmuls in decoding (CPU)",
     )  # fmt: skip
 
 

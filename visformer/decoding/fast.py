@@ -49,7 +49,7 @@ def fast_path_applies(model: nn.Module, head_mask: HeadMask | None) -> bool:
 # Measured on this project's CPU (bench/RESULTS.md, Decoding: where a token's time goes): below about 16 rows
 # decoded together (batch x beams) a step's small matmuls run faster in fp32 (this CPU's bf16 GEMV kernels carry
 # more overhead than the bytes they save), from 16 rows on bf16 wins; a large output matrix (opus-mt's 65,001 x
-# 512) is read in bf16 at every batch, since at one row its bytes dominate the step. At such a size one to four
+# 512) is read in bf16 at every batch, since at one row its bytes dominate the step. At such a size up to 16
 # rows are memory-bound in fp32 and bf16 alike, and int8 weights (a quarter of fp32's bytes, fbgemm's dynamic
 # int8 matmul) stream about 3x faster: 1 row x a 2,048 x 512 matrix read from memory took 95 us in int8, 290 us in
 # fp32, 294 us in bf16; 8 rows 185 / 765 / 488 us, 16 rows 327 / 1,203 / 414 us; the 65,001 x 512 output at
@@ -70,12 +70,17 @@ class StepDtypes:
     @property
     def activations(self) -> torch.dtype:
         """The dtype the layers' matmuls read and write (and the cache holds): fp32 next to int8 weights."""
-        return torch.float32 if self.layers == torch.int8 else self.layers
+        return _reads(self.layers)
 
     @property
     def output_activations(self) -> torch.dtype:
         """The dtype the output projection reads."""
-        return torch.float32 if self.output == torch.int8 else self.output
+        return _reads(self.output)
+
+
+def _reads(weights: torch.dtype) -> torch.dtype:
+    """The activation dtype of a matmul with weights of this dtype (fbgemm's int8 matmul takes fp32)."""
+    return torch.float32 if weights == torch.int8 else weights
 
 
 def decoding_dtype(
@@ -180,10 +185,8 @@ def project(x: Tensor, lin: Linear) -> Tensor:
         return F.linear(x, lin.weight, lin.bias)
     if x.dim() != 2:
         return project(x.reshape(-1, x.shape[-1]), lin).view(*x.shape[:-1], -1)
-    if lin.layout == "int8":
-        return torch.ops.quantized.linear_dynamic(
-            x, lin.weight, True
-        )  # activations quantised per call (7 bit)
+    if lin.layout == "int8":  # activations quantised per call, 7 bits (reduce_range)
+        return torch.ops.quantized.linear_dynamic(x, lin.weight, True)
     return x @ lin.weight if lin.bias is None else torch.addmm(lin.bias, x, lin.weight)
 
 
