@@ -198,24 +198,26 @@ def test_invalid_decoding_parameters_fall_back(env) -> None:
     assert at.slider(key="dec_n").value == 10 and at.number_input(key="dec_seed").value == 0
 
 
-def test_greedy_and_the_samplers_share_one_decoding_batch(page, monkeypatch) -> None:
-    """A comparison decodes greedy and every sampler together: one batched decoding, a row per strategy."""
+def test_every_strategy_shares_one_decoding_batch(page, monkeypatch) -> None:
+    """A comparison decodes all five strategies together: one decoder, a row per sampler, beam_size for beam."""
     import visformer.decoding.registry
 
-    calls: list[int] = []
-    original = visformer.decoding.registry._generate
+    calls: list[list[int]] = []
+    original = visformer.decoding.registry._decode_searches
 
-    def counting(model, src, *args, **kwargs):
-        calls.append(src.shape[0])
-        return original(model, src, *args, **kwargs)
+    def counting(model, src, searches, **kwargs):
+        calls.append([len(s.tokens) for s in searches])
+        return original(model, src, searches, **kwargs)
 
-    monkeypatch.setattr(visformer.decoding.registry, "_generate", counting)
+    monkeypatch.setattr(visformer.decoding.registry, "_decode_searches", counting)
     at = page.run()
     at.multiselect(key="dec_strategies").set_value(["greedy", "temperature", "top-k", "top-p", "beam"]).run()
     calls.clear()
     at.text_input(key="sentence").input("z q w k q").run()  # a sentence no other test decodes
     assert not at.exception, [e.value for e in at.exception]
-    assert calls == [4]  # one decoding for four strategies (beam search runs its own loop)
+    beams, rows = calls[0]  # the comparison: one decoding, beam search's rows then greedy and the 3 samplers
+    assert rows == 4 and beams == at.session_state["dec_beam_beam_size"]
+    assert all(len(c) == 1 for c in calls[1:])  # an open tab's own view (the beam tree) decodes alone
     assert len(at.dataframe[0].value) == 5
 
 

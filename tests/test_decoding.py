@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.helpers.checkpoints import tiny_config
@@ -27,7 +27,7 @@ from visformer.decoding import (
     top_p_filter,
     translate,
 )
-from visformer.decoding.filters import descending_order
+from visformer.decoding.filters import descending, largest
 from visformer.model import HeadMask, Transformer
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
@@ -99,6 +99,7 @@ def test_top_k_ties_go_to_the_lower_id() -> None:
 
 @FAST
 @given(logits=logit_rows, p=st.floats(0.01, 1.0))
+@example(logits=torch.tensor([0.0, 5.2782e-08], dtype=torch.float64), p=0.25)  # equal once rounded to fp32
 def test_top_p_keeps_the_smallest_set_reaching_p(logits: torch.Tensor, p: float) -> None:
     kept = top_p_filter(logits, p)
     probs = torch.softmax(logits, -1)
@@ -610,7 +611,8 @@ def _stable_descending(values: torch.Tensor) -> torch.Tensor:
 
 
 def test_filters_keep_what_a_stable_sort_keeps_also_with_ties() -> None:
-    """top-k by threshold, top-p by numpy's key sort: the same sets as sorting every logit (ties: lower id)."""
+    """top-k and top-p by threshold (top-p's count from numpy's sort of the values): the same sets as sorting
+    every logit with its id (ties: lower id)."""
     gen = torch.Generator().manual_seed(0)
     for trial in range(200):
         v = int(torch.randint(2, 300, (), generator=gen))
@@ -625,13 +627,30 @@ def test_filters_keep_what_a_stable_sort_keeps_also_with_ties() -> None:
             )
             assert torch.equal(top_k_filter(logits, k), expected)
         probs = torch.softmax(logits, -1)
-        assert torch.equal(descending_order(probs), _stable_descending(probs))
+        assert torch.equal(descending(probs), probs.gather(-1, _stable_descending(probs)))
         for p in (0.1, 0.5, 0.9, 1.0):
             sorted_probs = probs.gather(-1, _stable_descending(probs))
             keep = (torch.cumsum(sorted_probs, -1) - sorted_probs < p) & (sorted_probs > 0)
             keep[..., 0] = True
             expected = torch.zeros_like(keep).scatter_(-1, _stable_descending(probs), keep)
             assert torch.equal(top_p_filter(logits, p), expected)
+
+
+def test_largest_finds_what_topk_finds() -> None:
+    """The chunked top-k: torch.topk's values, and indices that hold them (ties in any order)."""
+    gen = torch.Generator().manual_seed(0)
+    for trial in range(50):
+        vocab = int(torch.randint(5_000, 70_000, (), generator=gen))
+        values = torch.randn(2, 3, vocab, generator=gen)
+        if trial % 2:
+            values = values.round()  # many ties
+        values[0, 0, -1] = 100.0  # the tail past the last whole chunk
+        for k in (1, 4, 10):
+            top, ids = largest(values, k)
+            assert torch.equal(top, torch.topk(values, k, dim=-1).values)
+            assert torch.equal(values.gather(-1, ids), top)
+            assert all(len(set(row)) == k for row in ids.view(-1, k).tolist())
+            assert ids[0, 0, 0] == vocab - 1
 
 
 def test_draw_follows_the_distribution() -> None:

@@ -328,7 +328,8 @@ class FastDecoder:
 
         The G rows of a sentence (its beams) are G queries of one attention over its keys: (B, h, G, dh).
         """
-        a, g = y.shape[0], self.group
+        a = y.shape[0]
+        g = a // len(self.sentences)  # rows per sentence: beams, or every search of a lone sentence
         q = project(y, lw.cross_q).view(a // g, g, -1, self.d_head).transpose(1, 2)  # (B, h, G, dh)
         k, v = self.cross[i].unbind(0)  # (B, h, S, dh) each
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask)  # (B, h, G, dh)
@@ -341,6 +342,8 @@ class FastDecoder:
         kv = self.kv.new_empty((*self.kv.shape[:2], len(rows), *self.kv.shape[3:]))
         torch.index_select(self.kv[..., :t, :], 2, rows, out=kv[..., :t, :])
         self.kv = kv
+        if len(self.sentences) == 1:  # a lone sentence: its rows may come and go (searches side by side)
+            return
         sentences = rows[:: self.group] // self.group  # (B',) position of each kept sentence
         if len(sentences) != len(self.sentences) or not bool((sentences == self.sentences).all()):
             self.cross = [kv.index_select(1, sentences) for kv in self.cross]

@@ -20,45 +20,85 @@ def apply_temperature(logits: Tensor, temperature: float) -> Tensor:
     return logits / temperature
 
 
+def largest(values: Tensor, k: int, chunk: int = 64) -> tuple[Tensor, Tensor]:
+    """torch.topk(values, k) along the last dim (values, indices, best first), faster where k << V.
+
+    The k largest lie in the k chunks of `chunk` values with the largest maxima: one max per chunk, then a
+    top-k over those chunks' values. 0.10 ms for 4 x 65,001 values where torch.topk took 0.56 ms
+    (2026-11-26). Equal values may come in another order than torch.topk's (which promises none).
+    """
+    vocab = values.shape[-1]
+    if k * chunk * 8 > vocab:
+        return torch.topk(values, k, dim=-1)
+    whole = vocab - vocab % chunk
+    blocks = values[..., :whole].reshape(
+        *values.shape[:-1], whole // chunk, chunk
+    )  # (..., V // chunk, chunk)
+    best = blocks.amax(dim=-1).topk(k, dim=-1).indices  # (..., k) chunks
+    ids = (best[..., None] * chunk + torch.arange(chunk, device=values.device)).flatten(
+        -2
+    )  # (..., k * chunk)
+    tail = torch.arange(whole, vocab, device=values.device).expand(*values.shape[:-1], -1)  # the last values
+    ids = torch.cat([ids, tail], dim=-1)
+    top, at = values.gather(-1, ids).topk(k, dim=-1)  # (..., k)
+    return top, ids.gather(-1, at)
+
+
 def top_k_filter(logits: Tensor, k: int) -> Tensor:
     """Kept mask (..., V) of exactly the k largest logits; ties are broken towards the lower token id."""
     if k < 1:
         raise ValueError(f"top-k needs k >= 1, got {k}")
     if k >= logits.shape[-1]:
         return torch.ones_like(logits, dtype=torch.bool)
-    kth = torch.topk(logits, k, dim=-1).values[..., -1:]  # (..., 1) the k-th largest value
-    above = logits > kth  # (..., V) all kept
-    tied = logits == kth  # (..., V) kept from the lowest id until k are kept
-    room = k - above.sum(dim=-1, keepdim=True)  # (..., 1)
+    best = largest(logits, k + 1)[0]  # (..., k+1)
+    return _first(logits, best[..., k - 1 : k], k, best[..., k:])
+
+
+def _first(values: Tensor, kth: Tensor, n: int | Tensor, after: Tensor) -> Tensor:
+    """Kept mask (..., V) of the n largest values: kth (..., 1) is the n-th largest, `after` (..., 1) the next.
+
+    The first n of a stable descending sort (ties: lower ids first), found by threshold instead of sorting
+    every value; where no tie straddles the cut (after < kth), the kept set is simply values >= kth.
+    """
+    if bool((after < kth).all()):
+        return values >= kth
+    above = values > kth  # (..., V) all kept
+    tied = values == kth  # (..., V) kept from the lowest id until n are kept
+    room = n - above.sum(dim=-1, keepdim=True)  # (..., 1)
+    if bool((tied.sum(dim=-1, keepdim=True) <= room).all()):  # no tie is cut: keep them all
+        return above | tied
     return above | (tied & (torch.cumsum(tied, dim=-1) <= room))
 
 
-def descending_order(probs: Tensor) -> Tensor:
-    """Indices (..., V) that sort non-negative probs (..., V) from the largest, equal values in id order.
+def descending(values: Tensor) -> Tensor:
+    """values (..., V) sorted from the largest (the values only: the order of equal ones does not matter).
 
-    The order of a stable descending sort. On the CPU one int64 sort of (value bits, reversed id) keys in
-    numpy: 0.6 ms for a 65,001-entry vocabulary where torch's stable sort took 11-16 ms (2026-11-26).
+    On the CPU numpy's vectorised sort of fp32: 0.19 ms for a 65,001-entry vocabulary where torch.sort took
+    5.2 ms (2026-11-26).
     """
-    if probs.device.type != "cpu" or probs.shape[-1] >= 2**32:
-        return torch.sort(probs, dim=-1, descending=True, stable=True).indices
-    bits = probs.float().contiguous().view(torch.int32).to(torch.int64)  # order of non-negative floats
-    low = (1 << 32) - 1
-    keys = (bits << 32) | (low - torch.arange(probs.shape[-1]))  # (..., V) unique: ties by lower id
-    ascending = torch.from_numpy(np.sort(keys.numpy(), axis=-1))
-    return (low - (ascending.flip(-1) & low)).long()
+    if values.device.type != "cpu" or values.dtype != torch.float32:
+        return torch.sort(values, dim=-1, descending=True).values
+    return torch.from_numpy(np.sort(values.contiguous().numpy(), axis=-1)).flip(-1)
 
 
 def top_p_filter(logits: Tensor, p: float) -> Tensor:
-    """Kept mask (..., V) of the smallest most-probable set whose probability mass reaches p (nucleus)."""
+    """Kept mask (..., V) of the smallest most-probable set whose probability mass reaches p (nucleus).
+
+    The first n tokens of a stable descending sort by probability (ties: lower ids first), where n counts the
+    tokens whose more likely predecessors hold less than p (at least one). Only n depends on the sorted values,
+    so they are sorted without their ids and the set is then cut by threshold, as top-k is.
+    """
     if not 0.0 < p <= 1.0:
         raise ValueError(f"top-p needs 0 < p <= 1, got {p}")
     probs = torch.softmax(logits, dim=-1)
-    order = descending_order(probs)  # (..., V)
-    sorted_probs = probs.gather(-1, order)
-    mass_before = torch.cumsum(sorted_probs, dim=-1) - sorted_probs  # mass of the more likely tokens
-    keep_sorted = (mass_before < p) & (sorted_probs > 0)
-    keep_sorted[..., 0] = True  # the most likely token is always kept
-    return torch.zeros_like(keep_sorted).scatter_(-1, order, keep_sorted)
+    ordered = descending(probs)  # (..., V)
+    mass_before = torch.cumsum(ordered, dim=-1) - ordered  # mass of the more likely tokens
+    n = ((mass_before < p) & (ordered > 0)).sum(dim=-1, keepdim=True).clamp(min=1)  # (..., 1)
+    vocab = ordered.shape[-1]
+    after = ordered.gather(-1, n.clamp(max=vocab - 1)).masked_fill(
+        n >= vocab, -math.inf
+    )  # (..., 1) next value
+    return _first(probs, ordered.gather(-1, n - 1), n, after)
 
 
 @dataclass
@@ -74,13 +114,14 @@ def filter_distribution(
 ) -> Filtered:
     """Temperature → top-k → top-p (0 and 1.0 switch a filter off); at least one token is always kept."""
     scaled = apply_temperature(logits, temperature)
-    kept = torch.isfinite(scaled)
+    kept = scaled > -math.inf  # (..., V) what the model allows (NaN: not kept)
     if top_k:
         kept &= top_k_filter(scaled, top_k)
+    allowed = torch.where(kept, scaled, -math.inf)  # (..., V)
     if top_p < 1.0:
-        kept &= top_p_filter(scaled.masked_fill(~kept, -math.inf), top_p)
-    probs = torch.softmax(scaled.masked_fill(~kept, -math.inf), dim=-1)
-    return Filtered(probs, kept)
+        kept &= top_p_filter(allowed, top_p)
+        allowed = torch.where(kept, scaled, -math.inf)
+    return Filtered(torch.softmax(allowed, dim=-1), kept)
 
 
 def draw(probs: Tensor, generator: torch.Generator | None = None) -> Tensor:
@@ -91,9 +132,11 @@ def draw(probs: Tensor, generator: torch.Generator | None = None) -> Tensor:
     """
     cdf = torch.cumsum(probs.double(), dim=-1)  # (B, V)
     u = torch.rand(probs.shape[0], 1, generator=generator, dtype=torch.float64, device=probs.device)  # (B, 1)
-    token = torch.searchsorted(cdf, u * cdf[:, -1:], right=True).squeeze(-1)  # (B,)
+    token = torch.searchsorted(cdf, u * cdf[:, -1:], right=True).squeeze(-1)  # (B,) its probability is > 0
+    if bool((token < probs.shape[-1]).all()):
+        return token
     last = probs.shape[-1] - 1 - torch.argmax((probs.flip(-1) > 0).int(), dim=-1)  # (B,) last possible id
-    return torch.minimum(token, last)
+    return torch.minimum(token, last)  # u x total rounded up to the total: the last possible id
 
 
 def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:

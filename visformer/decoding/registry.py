@@ -14,7 +14,17 @@ from ..i18n import TextError
 from ..model import HeadMask, Transformer
 from ..tokenizer import BOS_ID, EOS_ID
 from .filters import Filtered, draw, filter_distribution
-from .search import N_CANDIDATES, _choose_greedy, _generate, _sampling_generator, beam_search, greedy, sample
+from .search import (
+    N_CANDIDATES,
+    _beam_search,
+    _choose_greedy,
+    _decode_searches,
+    _sampling_generator,
+    _token_search,
+    beam_search,
+    greedy,
+    sample,
+)
 from .trace import DecodeResult
 
 
@@ -140,22 +150,36 @@ def run_strategies(
 ) -> list[DecodeResult]:
     """Several (strategy, params) runs on one sentence src (1, S), one DecodeResult each.
 
-    Greedy and sampling runs share one batch, a row each, so they cost about one decoding instead of one
-    each; every row keeps its own rule and seeded generator, so each result equals running it alone.
-    Beam search runs on its own.
+    Greedy and sampling runs (a row each) and beam searches (beam_size rows each) share one decoder: one
+    encoder pass and one weight read per step for all rows, so they cost about one decoding instead of one
+    each; every run keeps its own rule and seeded generator, so each result equals running it alone.
     """
     if src.dim() != 2 or src.shape[0] != 1:
         raise ValueError(f"run_strategies decodes one sentence, src (1, S); got shape {tuple(src.shape)}")
+    ids = {"bos_id": bos_id, "eos_id": eos_id}
     results: list[DecodeResult | None] = [None] * len(runs)
     groups: dict[tuple, list[tuple[int, dict[str, Any]]]] = {}
+    beams: list[tuple[int, dict[str, Any], Any]] = []  # (run, params, search)
     for i, (name, params) in enumerate(runs):
         strategy = get_strategy(name)
         merged = strategy.resolve(params)
         if strategy.fn in (greedy, sample):
             options = (merged.pop("max_len", None), merged.pop("n_candidates", N_CANDIDATES))
             groups.setdefault(options, []).append((i, merged))
+        elif strategy.fn is beam_search and set(merged) <= _BEAM_OPTIONS:
+            shown = {
+                "beam_size": merged["beam_size"],
+                "alpha": merged["alpha"],
+                "max_len": merged.get("max_len"),
+            }
+            search = _beam_search(
+                model, src, shown["beam_size"], shown["alpha"], shown["max_len"], n_candidates=
+                merged.get("n_candidates", N_CANDIDATES), **ids,
+            )  # fmt: skip
+            beams.append((i, shown | {"n_best": merged.get("n_best")}, search))
         else:
             results[i] = strategy(model, src, bos_id=bos_id, eos_id=eos_id, head_mask=head_mask, **params)
+    token_searches = []
     for (max_len, n_candidates), members in groups.items():
         choosers = [_row_chooser(runs[i][0], merged, src.device) for i, merged in members]
 
@@ -166,13 +190,22 @@ def run_strategies(
             return token, Filtered(probs, torch.cat([f.kept for _, f in picked]))
 
         batch = src.expand(len(members), -1)  # (R, S): one row per run
-        outputs = _generate(
-            model, batch, choose, max_len=max_len, bos_id=bos_id, eos_id=eos_id, head_mask=head_mask,
-            n_candidates=n_candidates,
-        )  # fmt: skip
-        for (i, _), output, (_, params) in zip(members, outputs, choosers, strict=True):
+        search = _token_search(model, batch, choose, max_len, n_candidates=n_candidates, **ids)
+        token_searches.append((members, choosers, max_len, search))
+    searches = [s for *_, s in beams] + [s for *_, s in token_searches]
+    if searches:
+        steps = max(max(s.limits) for s in searches)
+        _decode_searches(model, src, searches, max_steps=int(steps), head_mask=head_mask)
+    for i, params, search in beams:
+        n_best = params.pop("n_best")
+        results[i] = DecodeResult(runs[i][0], params, search.outputs(n_best))
+    for members, choosers, max_len, search in token_searches:
+        for (i, _), output, (_, params) in zip(members, search.outputs(), choosers, strict=True):
             results[i] = DecodeResult(runs[i][0], {**params, "max_len": max_len}, [output])
     return [r for r in results if r is not None]
+
+
+_BEAM_OPTIONS = {"beam_size", "alpha", "max_len", "n_best", "n_candidates"}  # what a shared beam search takes
 
 
 def _row_chooser(

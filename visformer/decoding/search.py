@@ -15,7 +15,15 @@ from ..model import Encoded, HeadMask, KVCache, Transformer
 from ..tokenizer import BOS_ID, EOS_ID
 from ..utils import autocast_dtype
 from .fast import FastDecoder, decoding_dtype, fast_path_applies, fast_weights
-from .filters import Filtered, apply_temperature, draw, filter_distribution, length_penalty, top_p_filter
+from .filters import (
+    Filtered,
+    apply_temperature,
+    draw,
+    filter_distribution,
+    largest,
+    length_penalty,
+    top_p_filter,
+)
 from .trace import BeamNode, DecodeResult, Hypothesis, Output, Step, TraceRecorder
 
 EXTRA_TARGET_TOKENS = 50  # default max length = source length + 50 (paper, section 6.1)
@@ -112,6 +120,77 @@ def precision_context(model: Transformer, precision: str = "auto") -> torch.auto
     return torch.autocast(device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None)
 
 
+class _TokenSearch:
+    """Greedy or sampling over its rows (one per sentence): a token per row and step until eos or the limit."""
+
+    def __init__(
+        self, choose: Chooser, limits: Tensor, *, bos_id: int, eos_id: int, pad_id: int, n_candidates: int,
+        device: torch.device,
+    ) -> None:  # fmt: skip
+        self.choose, self.limits, self.eos_id, self.forbidden = choose, limits, eos_id, (pad_id, bos_id)
+        batch = len(limits)
+        self.rows = torch.arange(batch)  # original sentence of each active row
+        self.tokens = torch.full((batch,), bos_id, dtype=torch.long, device=device)  # (A,) next input
+        self.running = torch.zeros(batch, device=device)  # (A,) log P so far
+        self.trace = TraceRecorder(batch, n_candidates)
+
+    def advance(self, logits: Tensor, t: int) -> Tensor:
+        """Choose step t's tokens from logits (A, V); the rows (A',) that go on (sets their next tokens)."""
+        logits = forbid_tokens(logits, self.forbidden)  # (A, V) fp32
+        log_probs = torch.log_softmax(logits, dim=-1)  # (A, V)
+        token, filtered = self.choose(logits, self.rows)  # (A,)
+        self.running += log_probs.gather(1, token[:, None]).squeeze(1)
+        self.trace.add(self.rows, token, log_probs, filtered, self.running)
+        done = (token == self.eos_id).cpu() | (t >= self.limits[self.rows])  # (A,)
+        keep = (~done).nonzero().squeeze(1)  # (A',)
+        self.rows = self.rows[keep]
+        keep = keep.to(token.device)
+        self.tokens, self.running = token[keep], self.running[keep]
+        return keep
+
+    def outputs(self) -> list[Output]:
+        """Every sentence's Output."""
+        return self.trace.outputs(self.eos_id)
+
+
+def _decode_searches(
+    model: Transformer,
+    src: Tensor,
+    searches: Sequence[_TokenSearch | _BeamSearch],
+    *,
+    max_steps: int,
+    head_mask: HeadMask | None,
+    precision: str = "auto",
+) -> None:
+    """Run searches side by side on one decoder: each holds a block of its rows, all blocks step together.
+
+    One search decodes a batch src (B, S) (the same number of rows per sentence). Several share one
+    sentence, src (1, S): one encoder pass, one cross K/V, and one weight read per step for every row,
+    which at batch 1 costs about what one row costs (the step reads its weights from memory).
+    """
+    if len(searches) > 1 and src.shape[0] != 1:
+        raise ValueError(f"searches decode together on one sentence, src (1, S); got {tuple(src.shape)}")
+    group = sum(len(s.tokens) for s in searches) // src.shape[0]  # rows per sentence (in sentence order)
+    with decoder(
+        model, src, max_steps=max_steps, head_mask=head_mask, precision=precision, beams=group
+    ) as dec:
+        for t in range(1, max_steps + 1):
+            live = [s for s in searches if len(s.tokens)]
+            if not live:
+                break
+            sizes = [len(s.tokens) for s in live]
+            logits = dec.step(torch.cat([s.tokens for s in live]))  # (A, V)
+            kept, start = [], 0
+            for search, n in zip(live, sizes, strict=True):
+                kept.append(search.advance(logits[start : start + n], t) + start)
+                start += n
+            rows = torch.cat(kept)  # (A',) rows that go on, as each search ordered them
+            if len(rows) == 0:
+                break
+            if len(rows) != start or not bool((rows == torch.arange(start, device=rows.device)).all()):
+                dec.keep(rows)
+
+
 def _generate(
     model: Transformer,
     src: Tensor,
@@ -125,33 +204,29 @@ def _generate(
     precision: str = "auto",
 ) -> list[Output]:
     """Token-by-token decoding with the cache; finished sentences leave the batch."""
+    search = _token_search(model, src, choose, max_len, bos_id, eos_id, n_candidates)
+    steps = int(search.limits.max())
+    _decode_searches(model, src, [search], max_steps=steps, head_mask=head_mask, precision=precision)
+    return search.outputs()
+
+
+def _token_search(
+    model: Transformer, src: Tensor, choose: Chooser, max_len: int | None, bos_id: int, eos_id: int,
+    n_candidates: int,
+) -> _TokenSearch:  # fmt: skip
+    """A greedy or sampling search over the sentences of src (B, S)."""
     _check_src(model, src)
     pad_id = model.config.pad_id
     limits = _length_limits(src, pad_id, max_len, model.config.max_len)  # (B,)
-    batch = src.shape[0]
-    steps = int(limits.max())
-    with decoder(model, src, max_steps=steps, head_mask=head_mask, precision=precision) as dec:
-        rows = torch.arange(batch)  # original sentence of each active row
-        tokens = torch.full((batch,), bos_id, dtype=torch.long, device=src.device)  # (A,)
-        running = torch.zeros(batch, device=src.device)  # (A,) log P so far
-        trace = TraceRecorder(batch, n_candidates)
-        for t in range(1, steps + 1):
-            logits = forbid_tokens(dec.step(tokens), (pad_id, bos_id))  # (A, V) fp32
-            log_probs = torch.log_softmax(logits, dim=-1)  # (A, V)
-            token, filtered = choose(logits, rows)  # (A,)
-            running += log_probs.gather(1, token[:, None]).squeeze(1)
-            trace.add(rows, token, log_probs, filtered, running)
-            done = (token == eos_id).cpu() | (t >= limits[rows])  # (A,)
-            if done.all():
-                break
-            if done.any():
-                keep = (~done).nonzero().squeeze(1)
-                rows = rows[keep]
-                keep = keep.to(src.device)
-                dec.keep(keep)
-                token, running = token[keep], running[keep]
-            tokens = token
-    return trace.outputs(eos_id)
+    return _TokenSearch(
+        choose,
+        limits,
+        bos_id=bos_id,
+        eos_id=eos_id,
+        pad_id=pad_id,
+        n_candidates=n_candidates,
+        device=src.device,
+    )
 
 
 def _argmax(logits: Tensor, rows: Tensor | None = None) -> tuple[Tensor, None]:
@@ -266,53 +341,81 @@ def beam_search(
     are added), or at the length limit, where the live beams are kept as unfinished hypotheses.
     With beam_size 1 this is greedy decoding.
     """
+    n_best = beam_size if n_best is None else n_best
+    search = _beam_search(model, src, beam_size, alpha, max_len, bos_id, eos_id, n_candidates)
+    steps = max(search.limits)
+    _decode_searches(model, src, [search], max_steps=steps, head_mask=head_mask, precision=precision)
+    return DecodeResult(
+        "beam", {"beam_size": beam_size, "alpha": alpha, "max_len": max_len}, search.outputs(n_best)
+    )
+
+
+def _beam_search(
+    model: Transformer, src: Tensor, beam_size: int, alpha: float, max_len: int | None, bos_id: int,
+    eos_id: int, n_candidates: int,
+) -> _BeamSearch:  # fmt: skip
+    """A beam search over the sentences of src (B, S), parameters checked."""
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
     if alpha < 0:
         raise ValueError(f"alpha must be >= 0, got {alpha}")
     _check_src(model, src)
-    n_best = beam_size if n_best is None else n_best
-    k, pad_id, device = beam_size, model.config.pad_id, src.device
+    pad_id = model.config.pad_id
     limits = _length_limits(src, pad_id, max_len, model.config.max_len).tolist()
-    records = [_BeamRecord(limit) for limit in limits]
-    with decoder(model, src, max_steps=max(limits), head_mask=head_mask, precision=precision, beams=k) as dec:
-        active = list(range(src.shape[0]))  # sentences still searching
-        scores = torch.full((len(active), k), -math.inf, device=device)  # (A, K) log P of live beams
-        scores[:, 0] = 0.0  # one root [bos]; the other slots start dead
-        seqs = torch.empty(len(active), k, 0, dtype=torch.long, device=device)  # (A, K, t)
-        tokens = torch.full((len(active) * k,), bos_id, dtype=torch.long, device=device)  # (A*K,)
-        for t in range(1, max(limits) + 1):
-            log_probs = torch.log_softmax(
-                forbid_tokens(dec.step(tokens), (pad_id, bos_id)), dim=-1
-            )  # (A*K, V)
-            vocab = log_probs.shape[-1]
-            log_probs = log_probs.view(len(active), k, vocab)  # (A, K, V)
-            # the K best extensions are among each beam's K best tokens: one top-k over V serves the search
-            # and the trace's offers
-            n_top = min(max(k, n_candidates), vocab)
-            best_logp, best_i = log_probs.topk(n_top, dim=-1)  # (A, K, n) each beam's best tokens
-            extended = scores[:, :, None] + best_logp[:, :, :k]  # (A, K, K)
-            top_scores, flat = extended.view(len(active), -1).topk(k, dim=-1)  # (A, K)
-            parent = flat // min(k, n_top)
-            token = best_i[:, :, :k].reshape(len(active), -1).gather(1, flat)  # (A, K)
-            seqs = torch.cat(
-                [seqs.gather(1, parent[:, :, None].expand(-1, -1, t - 1)), token[:, :, None]], dim=2
-            )
-            offer_logp, offer_i = best_logp[:, :, :n_candidates], best_i[:, :, :n_candidates]  # (A, K, n)
-            offer_p = offer_logp.exp()
-            scores = _beam_step(
-                records, active, t, alpha, eos_id, top_scores, parent, token, seqs, offer_i, offer_p
-            )
-            done = _beams_done(records, active, t, alpha, k, scores)
-            if all(done):
-                break
-            keep = torch.tensor([a for a, d in enumerate(done) if not d], device=device)
-            rows = (keep[:, None] * k + parent[keep]).view(-1)  # (A'*K,) parent rows of the survivors
-            dec.keep(rows)
-            active = [active[a] for a in keep.tolist()]
-            scores, seqs, tokens = scores[keep], seqs[keep], token[keep].view(-1)
-    outputs = [_beam_output(rec, n_best, eos_id) for rec in records]
-    return DecodeResult("beam", {"beam_size": beam_size, "alpha": alpha, "max_len": max_len}, outputs)
+    return _BeamSearch(
+        beam_size, alpha, limits, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id, n_candidates=n_candidates,
+        device=src.device,
+    )  # fmt: skip
+
+
+class _BeamSearch:
+    """Beam search over its rows: beam_size consecutive rows per sentence still searching."""
+
+    def __init__(
+        self, k: int, alpha: float, limits: list[int], *, bos_id: int, eos_id: int, pad_id: int,
+        n_candidates: int, device: torch.device,
+    ) -> None:  # fmt: skip
+        self.k, self.alpha, self.limits, self.eos_id = k, alpha, limits, eos_id
+        self.forbidden, self.n_candidates = (pad_id, bos_id), n_candidates
+        self.records = [_BeamRecord(limit) for limit in limits]
+        self.active = list(range(len(limits)))  # sentences still searching
+        self.scores = torch.full((len(limits), k), -math.inf, device=device)  # (A, K) log P of live beams
+        self.scores[:, 0] = 0.0  # one root [bos]; the other slots start dead
+        self.seqs = torch.empty(len(limits), k, 0, dtype=torch.long, device=device)  # (A, K, t)
+        self.tokens = torch.full((len(limits) * k,), bos_id, dtype=torch.long, device=device)  # (A*K,)
+
+    def advance(self, logits: Tensor, t: int) -> Tensor:
+        """Extend the beams with step t's logits (A*K, V); the parent rows (A'*K,) of the survivors."""
+        k, active = self.k, self.active
+        log_probs = torch.log_softmax(forbid_tokens(logits, self.forbidden), dim=-1)  # (A*K, V)
+        vocab = log_probs.shape[-1]
+        log_probs = log_probs.view(len(active), k, vocab)  # (A, K, V)
+        # the K best extensions are among each beam's K best tokens: one top-k over V serves the search
+        # and the trace's offers
+        n_top = min(max(k, self.n_candidates), vocab)
+        best_logp, best_i = largest(log_probs, n_top)  # (A, K, n) each beam's best tokens
+        extended = self.scores[:, :, None] + best_logp[:, :, :k]  # (A, K, K)
+        top_scores, flat = extended.view(len(active), -1).topk(k, dim=-1)  # (A, K)
+        parent = flat // min(k, n_top)
+        token = best_i[:, :, :k].reshape(len(active), -1).gather(1, flat)  # (A, K)
+        seqs = torch.cat(
+            [self.seqs.gather(1, parent[:, :, None].expand(-1, -1, t - 1)), token[:, :, None]], dim=2
+        )
+        n = self.n_candidates
+        offer_logp, offer_i = best_logp[:, :, :n], best_i[:, :, :n]  # (A, K, n)
+        scores = _beam_step(
+            self.records, active, t, self.alpha, self.eos_id, top_scores, parent, token, seqs, offer_i,
+            offer_logp.exp(),
+        )  # fmt: skip
+        done = _beams_done(self.records, active, t, self.alpha, k, scores)
+        keep = torch.tensor([a for a, d in enumerate(done) if not d], dtype=torch.long, device=logits.device)
+        self.active = [active[a] for a in keep.tolist()]
+        self.scores, self.seqs, self.tokens = scores[keep], seqs[keep], token[keep].view(-1)
+        return (keep[:, None] * k + parent[keep]).view(-1)  # (A'*K,) parent rows of the survivors
+
+    def outputs(self, n_best: int | None = None) -> list[Output]:
+        """Every sentence's n best hypotheses (default: beam_size), tree and steps."""
+        return [_beam_output(rec, self.k if n_best is None else n_best, self.eos_id) for rec in self.records]
 
 
 def _beam_step(

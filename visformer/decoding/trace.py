@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .filters import Filtered
+from .filters import Filtered, largest
 
 
 @dataclass
@@ -103,7 +103,7 @@ class TraceRecorder:
             "logprob": running.clone(),
         }
         if self.n_candidates > 0:
-            top_logp, top_i = log_probs.topk(min(self.n_candidates, log_probs.shape[-1]), dim=-1)  # (A, n)
+            top_logp, top_i = largest(log_probs, min(self.n_candidates, log_probs.shape[-1]))  # (A, n)
             if filtered is None:  # only the chosen token is kept, with probability 1
                 kept = top_i == token[:, None]
                 columns |= {
