@@ -27,7 +27,7 @@ from visformer.decoding import (
     top_p_filter,
     translate,
 )
-from visformer.decoding.filters import descending, largest
+from visformer.decoding.filters import descending, first_max, largest
 from visformer.model import HeadMask, Transformer
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
@@ -651,6 +651,8 @@ def test_largest_finds_what_topk_finds() -> None:
             assert torch.equal(values.gather(-1, ids), top)
             assert all(len(set(row)) == k for row in ids.view(-1, k).tolist())
             assert ids[0, 0, 0] == vocab - 1
+        rows = values.view(-1, vocab)
+        assert torch.equal(first_max(rows), rows.argmax(-1))  # ties (rounded rows): the lower id
 
 
 def test_draw_follows_the_distribution() -> None:

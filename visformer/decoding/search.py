@@ -20,6 +20,7 @@ from .filters import (
     apply_temperature,
     draw,
     filter_distribution,
+    first_max,
     largest,
     length_penalty,
     top_p_filter,
@@ -231,12 +232,12 @@ def _token_search(
 
 def _argmax(logits: Tensor, rows: Tensor | None = None) -> tuple[Tensor, None]:
     """The most probable token of each row of logits (A, V) (ties: the lower id); None: no other token kept."""
-    return logits.argmax(dim=-1), None
+    return first_max(logits), None
 
 
 def _choose_greedy(logits: Tensor, rows: Tensor | None = None) -> tuple[Tensor, Filtered]:
     """The most probable token of each row of logits (A, V) (ties: the lower id), as a one-token filter."""
-    token = logits.argmax(dim=-1)  # (A,) first maximum
+    token = first_max(logits)  # (A,) first maximum
     kept = torch.zeros_like(logits, dtype=torch.bool).scatter_(1, token[:, None], True)
     return token, Filtered(kept.to(logits.dtype), kept)
 
