@@ -46,7 +46,7 @@ Runs = tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]  # ((strategy, params
 
 @st.cache_data(max_entries=128, show_spinner=False)
 def decode_all(path: str, stamp: float, sentence: str, runs: Runs) -> list[dfig.StrategyView]:
-    """Each strategy's output, steps and (beam) tree for one sentence; greedy and samplers share one batch.
+    """Each strategy's output, steps and (beam) tree for one sentence; every strategy shares one decoder.
 
     Runs the strategies alone: `translate()` would add a teacher-forced pass for the attention maps, which
     this page never draws (about 14% of the CPU time of a comparison).
