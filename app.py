@@ -25,14 +25,7 @@ import pandas  # noqa: F401
 import plotly.graph_objects  # noqa: F401
 import streamlit as st
 
-from pages import _loading as loading
-from pages import _state as session
-from pages import _widgets as widgets
-from visformer import i18n
-from visformer.classroom import catalogue
-from visformer.classroom.inputs import escape_markdown
-from visformer.explain.examples import example_sentences
-from visformer.utils import resolve_device
+from pages._preload import preload_plotly
 
 # The tab icon 🔭 drawn the way Streamlit's frontend draws an emoji favicon (the emoji as SVG text), passed
 # as an ASCII data URL: given the emoji itself, set_page_config loads Streamlit's emoji catalogue to check
@@ -40,6 +33,20 @@ from visformer.utils import resolve_device
 FAVICON = "data:image/svg+xml," + quote(
     "<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 100 100'><text y='.9em' font-size='90'>🔭</text></svg>"
 )
+
+# Sent before torch and the app's libraries load (about 2 s of a cold start): the page config and a hidden
+# empty chart, so that the browser loads plotly.js meanwhile (pages/_preload.py).
+st.set_page_config(page_title="visformer", page_icon=FAVICON, layout="wide")
+preload_plotly()
+
+from pages import _loading as loading  # noqa: E402 (after the preload on purpose)
+from pages import _state as session  # noqa: E402
+from pages import _widgets as widgets  # noqa: E402
+from visformer import i18n  # noqa: E402
+from visformer.classroom import catalogue  # noqa: E402
+from visformer.classroom.inputs import escape_markdown  # noqa: E402
+from visformer.explain.examples import example_sentences  # noqa: E402
+from visformer.utils import resolve_device  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -254,7 +261,6 @@ def _checkpoint_changed() -> None:
 
 def main() -> None:
     """Build the frame and run the chosen page."""
-    st.set_page_config(page_title="visformer", page_icon=FAVICON, layout="wide")
     session.init_state()
     pages = {p.file: p for p in PAGES}
     shown = [st.Page(p.file, title=page_title(p), icon=p.icon) for p in pages.values()]

@@ -8,7 +8,7 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.helpers.app import DECODING, korean, open_link, open_page, specs
+from tests.helpers.app import DECODING, charts, korean, open_link, open_page, specs
 from visformer.classroom.inputs import escape_markdown
 from visformer.decoding import STRATEGIES
 from visformer.explain.decoding import DEFAULT_STRATEGIES
@@ -122,7 +122,7 @@ def test_the_comparison_computes_no_attention_maps(page, monkeypatch) -> None:
     assert not at.exception, [e.value for e in at.exception]
     table = at.dataframe[0].value
     assert len(table) == len(NAMES) and (table["length"] >= 1).all()
-    assert open_tab(at, "beam").get("plotly_chart")
+    assert charts(open_tab(at, "beam"))
 
 
 def test_empty_sentence_gets_a_message(page) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.app import assert_no_raw_key, run_app
+from tests.helpers.app import assert_no_raw_key, charts, run_app
 from visformer import i18n
 from visformer.classroom.inputs import escape_markdown
 
@@ -23,7 +23,7 @@ def test_language_models_contrast_the_two_masks_fill_a_mask_and_continue(lang: s
     weights = {m.label: float(m.value) for m in at.metric}
     assert weights[i18n.t("models.lm.future_encoder", lang)] > 0.05  # bidirectional
     assert weights[i18n.t("models.lm.future_decoder", lang)] == 0.0  # causal: nothing after the query
-    assert len(at.get("plotly_chart")) == 2 + 2 + 2  # side by side, every layer and head, head statistics
+    assert len(charts(at)) == 2 + 2 + 2  # side by side, every layer and head, head statistics
     guesses = at.dataframe[0].value  # the example's [MASK]
     assert len(guesses) == 5 and guesses[i18n.t("models.lm.col_prob", lang)].is_monotonic_decreasing
     steps = at.dataframe[-1].value

@@ -12,7 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from pages import _views as schema
-from tests.helpers.app import APP, TIMEOUT
+from tests.helpers.app import APP, TIMEOUT, charts
 from visformer import i18n
 from visformer.explain import lesson as ls
 from visformer.explain import views as sup
@@ -50,7 +50,7 @@ def shown_texts(at: AppTest) -> list[str]:
         for w in at.get(kind):
             out.append(str(getattr(w, "label", "")))
             out += [str(o) for o in getattr(w, "options", [])]
-    for chart in at.get("plotly_chart"):
+    for chart in charts(at):
         spec = json.loads(chart.proto.spec)
         out.append(json.dumps(spec["layout"].get("title", {}), ensure_ascii=False))
         out += [json.dumps(a, ensure_ascii=False) for a in spec["layout"].get("annotations", [])]
@@ -94,7 +94,7 @@ ANSWER_TEXTS = {  # the start of a sentence (before its first placeholder) that 
 
 def lesson_charts(at: AppTest) -> set[str]:
     """The names of the lesson's charts on the page (widgets.chart keys 'chart-lesson-NAME')."""
-    return {c.proto.id and c.key[len("chart-lesson-") :] for c in at.get("plotly_chart") if c.key}
+    return {c.proto.id and c.key[len("chart-lesson-") :] for c in charts(at) if c.key}
 
 
 def answer_shown(at: AppTest, name: str, lang: str) -> tuple[set[str], bool, bool]:

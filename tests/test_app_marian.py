@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.helpers.app import open_tab, specs
+from tests.helpers.app import charts, open_tab, specs
 from tests.helpers.marian import SOURCES, build_marian
 from visformer import i18n
 from visformer.checkpoint import CONFIG_FILE, FORMAT, VERSION
@@ -119,7 +119,7 @@ def test_all_heads_grid_opens_compact_at_6_by_8_heads(lang: str) -> None:
 def test_decoding_comparison_and_tabs(lang: str) -> None:
     for tab in ("steps", "beam", "samples"):
         at = run("pages/decoding.py", lang=lang, sentence=SENTENCE, dec_tab=tab)
-        assert len(at.get("plotly_chart")) + len(at.dataframe) > 0
+        assert len(charts(at)) + len(at.dataframe) > 0
 
 
 @pytest.mark.parametrize("lang", i18n.LANGS)

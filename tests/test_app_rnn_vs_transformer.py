@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tests.helpers.app import assert_no_raw_key, run_app
+from tests.helpers.app import assert_no_raw_key, charts, run_app
 from visformer import i18n
 
 PAGE = "pages/rnn_vs_transformer.py"
@@ -24,14 +24,14 @@ def test_rnn_vs_transformer_scores_both_models_on_the_same_input(lang: str) -> N
     assert at.text_input(key="cmp_sentence").label == i18n.t("models.cmp.sentence_task", lang)
     correct = [m.value for m in at.metric if m.label == i18n.t("models.cmp.correct", lang)]
     assert correct == [i18n.t("models.cmp.yes", lang)] * 2
-    assert len(at.get("plotly_chart")) == 2
+    assert len(charts(at)) == 2
     assert i18n.t("models.cmp.rnn_only_cross", lang) in [c.value for c in at.caption]
     assert_no_raw_key(at, RAW_KEY)
     at.text_input(key="cmp_sentence").set_value("a b c d e").run()
     assert not at.exception
     assert any("e d c b a" in m.value for m in at.markdown)
     at.selectbox(key="cmp_rnn").set_value("reverse-rnn-none").run()
-    assert not at.exception and len(at.get("plotly_chart")) == 1  # the Transformer's map only
+    assert not at.exception and len(charts(at)) == 1  # the Transformer's map only
     assert i18n.t("models.cmp.no_attention", lang) in [i.value for i in at.info]
 
 
@@ -58,9 +58,9 @@ def test_rnn_vs_transformer_on_multi30k_shows_test_bleu_and_the_bottleneck_by_le
         labels.count(i18n.t("models.cmp.test_bleu", lang)) == 2
         and i18n.t("models.cmp.correct", lang) not in labels
     )
-    charts = at.get("plotly_chart")
-    assert len(charts) == 3  # the RNN's map, the Transformer's map, BLEU by length
-    bars = json.loads(charts[-1].proto.spec)["data"]
+    drawn = charts(at)
+    assert len(drawn) == 3  # the RNN's map, the Transformer's map, BLEU by length
+    bars = json.loads(drawn[-1].proto.spec)["data"]
     assert [b["name"] for b in bars] == [
         "multi30k-en-de-rnn-bahdanau",
         "multi30k-en-de-rnn-none",
@@ -70,5 +70,5 @@ def test_rnn_vs_transformer_on_multi30k_shows_test_bleu_and_the_bottleneck_by_le
     assert i18n.t("models.cmp.length_lesson", lang) in [c.value for c in at.caption]
     assert_no_raw_key(at, RAW_KEY)
     at.selectbox(key="cmp_rnn").set_value("multi30k-en-de-rnn-none").run()
-    assert not at.exception and len(at.get("plotly_chart")) == 2  # no RNN map: the Transformer's and the bars
+    assert not at.exception and len(charts(at)) == 2  # no RNN map: the Transformer's and the bars
     assert i18n.t("models.cmp.no_attention", lang) in [i.value for i in at.info]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.helpers.app import HANGUL, TIMELINE, array, korean, open_link, open_page, specs
+from tests.helpers.app import HANGUL, TIMELINE, array, charts, korean, open_link, open_page, specs
 
 SHIPPED_FIXTURE = "toy_rnn_shipped"  # conftest: toy models trained with snapshots, and two RNNs
 
@@ -53,7 +53,7 @@ def test_play_advances_the_step(env) -> None:
 def test_a_checkpoint_without_snapshots_says_so(env) -> None:
     at = open_page(TIMELINE, "no-snapshots")
     assert any("has no attention snapshots" in i.value for i in at.info)
-    assert not at.get("plotly_chart")
+    assert not charts(at)
 
 
 def test_url_parameters_restore_the_timeline(env) -> None:
@@ -97,7 +97,7 @@ def test_timeline_of_an_rnn_shows_cross_attention_only(env) -> None:
     )
     at = open_page(TIMELINE, "rnn-none")
     assert any("RNN without attention" in i.value for i in at.info)
-    assert not at.get("plotly_chart")
+    assert not charts(at)
 
 
 def test_timeline_counts_layers_and_heads_from_one_and_labels_the_losses(env) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.helpers.app import TRAIN, has_button, korean, open_page, poll, specs
+from tests.helpers.app import TRAIN, charts, has_button, korean, open_page, poll, specs
 from visformer import recipes
 from visformer.checkpoint import load_checkpoint
 from visformer.classroom import catalogue, jobs
@@ -46,7 +46,7 @@ def test_a_toy_run_finishes_and_opens_on_the_attention_page(env) -> None:
     user = env[1]
     name = f"apptest-{uuid.uuid4().hex[:8]}"
     at = open_page(TRAIN)
-    assert at.get("plotly_chart"), "the Noam schedule is drawn before training"
+    assert charts(at), "the Noam schedule is drawn before training"
     start_run(at, 10, name)
     poll(at, lambda at: has_button(at, "train_open"))
     at.run()
@@ -59,7 +59,7 @@ def test_a_toy_run_finishes_and_opens_on_the_attention_page(env) -> None:
     assert not at.exception, [e.value for e in at.exception]
     assert at.session_state["checkpoint"] == f"yours/{name}"
     assert [t.value for t in at.title] == ["Attention"]
-    assert at.get("plotly_chart")
+    assert charts(at)
     sentence = at.text_input(key="sentence").value
     assert sentence in example_sentences(f"yours/{name}", ck.info, "copy"), sentence  # its own task's example
     assert ck.src_tokenizer.unk_id not in ck.src_tokenizer.encode(sentence)

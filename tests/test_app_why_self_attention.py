@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tests.helpers.app import assert_no_raw_key, run_app
+from tests.helpers.app import assert_no_raw_key, charts, run_app
 from visformer import i18n
 
 PAGE = "pages/why_self_attention.py"
@@ -24,7 +24,7 @@ def test_why_self_attention_shows_table_1_and_the_measurements(lang: str) -> Non
     ns = [8, 16, 32, 64, 128, 256, 512]
     assert list(measured[i18n.t("models.cx.col_steps", lang)]) == [f"1 / {n}" for n in ns]  # O(1) vs O(n)
     assert list(measured[i18n.t("models.cx.col_paths", lang)]) == [f"1 / {n}" for n in ns]
-    assert len(at.get("plotly_chart")) == 3
+    assert len(charts(at)) == 3
     assert_no_raw_key(at, RAW_KEY)
     if lang == "ko":
         assert "셀프 어텐션" in at.markdown[0].value

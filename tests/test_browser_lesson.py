@@ -50,7 +50,7 @@ def test_every_lesson_step_in_korean_in_chromium(server: str, tab) -> None:
         page.get_by_text(feedback).first.wait_for(timeout=WAIT_MS)  # the computed answer is shown
         wait_until_idle(page)
         # what the model computed is drawn after the reveal (issue 29): a chart, or a table
-        page.locator('.js-plotly-plot, [data-testid="stTable"]').first.wait_for(timeout=WAIT_MS)
+        page.locator('.js-plotly-plot:visible, [data-testid="stTable"]').first.wait_for(timeout=WAIT_MS)
         charts_drawn(page)  # plotly finishes drawing
         check_and_shoot(page, f"lesson-ko-{step:02d}", errors)  # whole page, no exception box, no JS error
         assert "lang=ko" in page.url

@@ -55,7 +55,7 @@ def page(server: str, browser):
     tab.goto(
         server + "/", wait_until="domcontentloaded", timeout=WAIT_MS
     )  # st.navigation registers the pages
-    tab.wait_for_selector(".js-plotly-plot", state="attached", timeout=WAIT_MS)
+    tab.wait_for_selector(".js-plotly-plot:visible", timeout=WAIT_MS)  # a drawn chart (not the hidden preload)
     yield tab
     tab.close()
     assert not errors, errors

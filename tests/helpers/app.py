@@ -14,6 +14,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from pages import _views as schema
+from pages._preload import CHART_KEY
 from tests.helpers.paths import REPO
 from visformer import i18n
 
@@ -88,9 +89,14 @@ def korean(at: AppTest) -> AppTest:
     return no_exception(at)
 
 
+def charts(at: AppTest) -> list:
+    """The page's plotly charts (without the frame's hidden preload chart, pages/_preload.py)."""
+    return [chart for chart in at.get("plotly_chart") if chart.key != CHART_KEY]
+
+
 def specs(at: AppTest) -> list[dict]:
     """Every plotly figure on the page, as the JSON sent to the browser."""
-    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+    return [json.loads(chart.proto.spec) for chart in charts(at)]
 
 
 def array(value) -> np.ndarray:

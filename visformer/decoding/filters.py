@@ -142,7 +142,7 @@ def draw(probs: Tensor, generator: torch.Generator | None = None) -> Tensor:
     Inverse transform sampling: the first id whose cumulative probability exceeds u x total, u uniform in
     [0, 1). 0.07 ms for a 65,001-entry vocabulary where torch.multinomial took 5 ms (2026-11-26).
     """
-    cdf = torch.cumsum(probs.double(), dim=-1)  # (B, V)
+    cdf = torch.cumsum(probs, dim=-1, dtype=torch.float64)  # (B, V)
     u = torch.rand(probs.shape[0], 1, generator=generator, dtype=torch.float64, device=probs.device)  # (B, 1)
     token = torch.searchsorted(cdf, u * cdf[:, -1:], right=True).squeeze(-1)  # (B,) its probability is > 0
     if bool((token < probs.shape[-1]).all()):

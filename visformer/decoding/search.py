@@ -122,7 +122,8 @@ def precision_context(model: Transformer, precision: str = "auto") -> torch.auto
 
 
 class _TokenSearch:
-    """Greedy or sampling over its rows (one per sentence): a token per row and step until eos or the limit."""
+    """Greedy or sampling, one row per sentence of its batch (run_strategies: one per run of a sentence); a
+    token per row and step until eos or the row's length limit."""
 
     def __init__(
         self, choose: Chooser, limits: Tensor, *, bos_id: int, eos_id: int, pad_id: int, n_candidates: int,
