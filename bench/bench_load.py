@@ -214,7 +214,7 @@ async def viewer(
         async def open_first() -> None:
             await page.goto(f"{base}/?sentence={quote(first)}", timeout=WAIT_MS)
             await page.get_by_text("→", exact=False).filter(visible=True).first.wait_for(timeout=WAIT_MS)
-            await page.locator('[data-testid="stPlotlyChart"]').first.wait_for(timeout=WAIT_MS)
+            await page.locator('[data-testid="stPlotlyChart"]:visible').first.wait_for(timeout=WAIT_MS)
             await settle(page)
 
         await timed(report, "open + translate", open_first())
@@ -248,7 +248,7 @@ async def viewer(
             await page.goto(
                 f"{base}/?checkpoint={quote('yours/' + name)}&sentence={quote(first)}", timeout=WAIT_MS
             )
-            await page.locator('[data-testid="stPlotlyChart"]').first.wait_for(timeout=WAIT_MS)
+            await page.locator('[data-testid="stPlotlyChart"]:visible').first.wait_for(timeout=WAIT_MS)
             await settle(page)
             if await page.get_by_text("Toy task copy").count():
                 report.saw_other_model = True
@@ -299,7 +299,7 @@ async def trainer(browser, base: str, i: int, names: list[str], saved: asyncio.E
         async def open_own() -> None:
             await page.get_by_role("button", name="Open it on the Attention page").click()
             await page.get_by_text("Toy task copy").filter(visible=True).first.wait_for(timeout=WAIT_MS)
-            await page.locator('[data-testid="stPlotlyChart"]').first.wait_for(timeout=WAIT_MS)
+            await page.locator('[data-testid="stPlotlyChart"]:visible').first.wait_for(timeout=WAIT_MS)
             await settle(page)
 
         await timed(report, "open own model", open_own())

@@ -76,7 +76,7 @@ def test_checkpoint_zip_download_and_import_in_the_browser(tmp_path) -> None:
             page = browser.new_context(accept_downloads=True).new_page()
             page.set_default_timeout(WAIT_MS)
             page.goto(f"http://127.0.0.1:{port}/")
-            page.locator('[data-testid="stPlotlyChart"]').first.wait_for()
+            page.locator('[data-testid="stPlotlyChart"]:visible').first.wait_for()
             page.get_by_text("Download or import a checkpoint").click()
             with page.expect_download() as info:
                 page.get_by_role("button", name="Download the picked checkpoint (.zip)").click()
