@@ -55,7 +55,7 @@ def page(server: str, browser):
     tab.goto(
         server + "/", wait_until="domcontentloaded", timeout=WAIT_MS
     )  # st.navigation registers the pages
-    tab.wait_for_selector(".js-plotly-plot:visible", timeout=WAIT_MS)  # a drawn chart (not the hidden preload)
+    tab.wait_for_selector(".js-plotly-plot:visible", timeout=WAIT_MS)  # drawn (the frame's preload is hidden)
     yield tab
     tab.close()
     assert not errors, errors
