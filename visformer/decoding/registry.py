@@ -17,6 +17,7 @@ from .filters import Filtered, draw, filter_distribution
 from .search import (
     N_CANDIDATES,
     _beam_search,
+    _BeamSearch,
     _choose_greedy,
     _decode_searches,
     _sampling_generator,
@@ -159,7 +160,7 @@ def run_strategies(
     ids = {"bos_id": bos_id, "eos_id": eos_id}
     results: list[DecodeResult | None] = [None] * len(runs)
     groups: dict[tuple, list[tuple[int, dict[str, Any]]]] = {}
-    beams: list[tuple[int, dict[str, Any], Any]] = []  # (run, params, search)
+    beams: list[tuple[int, dict[str, Any], _BeamSearch]] = []  # (run, params, search)
     for i, (name, params) in enumerate(runs):
         strategy = get_strategy(name)
         merged = strategy.resolve(params)
@@ -167,16 +168,7 @@ def run_strategies(
             options = (merged.pop("max_len", None), merged.pop("n_candidates", N_CANDIDATES))
             groups.setdefault(options, []).append((i, merged))
         elif strategy.fn is beam_search and set(merged) <= _BEAM_OPTIONS:
-            shown = {
-                "beam_size": merged["beam_size"],
-                "alpha": merged["alpha"],
-                "max_len": merged.get("max_len"),
-            }
-            search = _beam_search(
-                model, src, shown["beam_size"], shown["alpha"], shown["max_len"], n_candidates=
-                merged.get("n_candidates", N_CANDIDATES), **ids,
-            )  # fmt: skip
-            beams.append((i, shown | {"n_best": merged.get("n_best")}, search))
+            beams.append((i, *_beam_run(model, src, merged, ids)))
         else:
             results[i] = strategy(model, src, bos_id=bos_id, eos_id=eos_id, head_mask=head_mask, **params)
     token_searches = []
@@ -206,6 +198,19 @@ def run_strategies(
 
 
 _BEAM_OPTIONS = {"beam_size", "alpha", "max_len", "n_best", "n_candidates"}  # what a shared beam search takes
+
+
+def _beam_run(
+    model: Transformer, src: Tensor, merged: dict[str, Any], ids: dict[str, int]
+) -> tuple[dict[str, Any], _BeamSearch]:
+    """A beam search of run_strategies (decoded beside the other runs): its recorded parameters (with n_best,
+    which the result does not record) and its search."""
+    params = {"beam_size": merged["beam_size"], "alpha": merged["alpha"], "max_len": merged.get("max_len")}
+    search = _beam_search(
+        model, src, params["beam_size"], params["alpha"], params["max_len"],
+        n_candidates=merged.get("n_candidates", N_CANDIDATES), **ids,
+    )  # fmt: skip
+    return params | {"n_best": merged.get("n_best")}, search
 
 
 def _row_chooser(
