@@ -30,15 +30,13 @@ def largest(values: Tensor, k: int, chunk: int = 64) -> tuple[Tensor, Tensor]:
     vocab = values.shape[-1]
     if k * chunk * 8 > vocab:
         return torch.topk(values, k, dim=-1)
-    whole = vocab - vocab % chunk
-    blocks = values[..., :whole].reshape(
-        *values.shape[:-1], whole // chunk, chunk
-    )  # (..., V // chunk, chunk)
+    lead, whole = values.shape[:-1], vocab - vocab % chunk
+    # (..., V // chunk, chunk): whole chunks; the last vocab % chunk values are candidates anyway
+    blocks = values[..., :whole].reshape(*lead, whole // chunk, chunk)
     best = blocks.amax(dim=-1).topk(k, dim=-1).indices  # (..., k) chunks
-    ids = (best[..., None] * chunk + torch.arange(chunk, device=values.device)).flatten(
-        -2
-    )  # (..., k * chunk)
-    tail = torch.arange(whole, vocab, device=values.device).expand(*values.shape[:-1], -1)  # the last values
+    steps = torch.arange(chunk, device=values.device)
+    ids = (best[..., None] * chunk + steps).flatten(-2)  # (..., k * chunk)
+    tail = torch.arange(whole, vocab, device=values.device).expand(*lead, -1)  # (..., V % chunk)
     ids = torch.cat([ids, tail], dim=-1)
     top, at = values.gather(-1, ids).topk(k, dim=-1)  # (..., k)
     return top, ids.gather(-1, at)
@@ -106,10 +104,8 @@ def top_p_filter(logits: Tensor, p: float) -> Tensor:
     ordered = descending(probs)  # (..., V)
     mass_before = torch.cumsum(ordered, dim=-1) - ordered  # mass of the more likely tokens
     n = ((mass_before < p) & (ordered > 0)).sum(dim=-1, keepdim=True).clamp(min=1)  # (..., 1)
-    vocab = ordered.shape[-1]
-    after = ordered.gather(-1, n.clamp(max=vocab - 1)).masked_fill(
-        n >= vocab, -math.inf
-    )  # (..., 1) next value
+    last = ordered.shape[-1] - 1
+    after = ordered.gather(-1, n.clamp(max=last)).masked_fill(n > last, -math.inf)  # (..., 1) the next value
     return _first(probs, ordered.gather(-1, n - 1), n, after)
 
 
