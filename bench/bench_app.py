@@ -222,7 +222,7 @@ def measure_interactions(sentences: list[str]) -> dict[str, list[float]]:
     """Interaction name -> seconds per repetition; each repetition starts from a fresh sentence."""
     from streamlit.testing.v1 import AppTest
 
-    from pages._preload import CHART_KEY
+    from pages._preload import page_charts
 
     times: dict[str, list[float]] = {}
 
@@ -257,7 +257,7 @@ def measure_interactions(sentences: list[str]) -> dict[str, list[float]]:
         at.session_state["dec_tab"] = "Step by step"
         at.text_input(key="sentence").input(sentence)
         record("decoding comparison of a new sentence (5 strategies, open tab: step by step)", _timed(at))
-        if not [c for c in at.get("plotly_chart") if c.key != CHART_KEY]:  # the frame's hidden one aside
+        if not page_charts(at.get("plotly_chart")):  # the frame's hidden one aside
             raise RuntimeError("the Decoding page drew no chart")
         at.session_state["dec_tab"] = "Beam search tree"
         record("open 'Beam search tree' (Decoding page)", _timed(at))

@@ -23,3 +23,8 @@ def preload_plotly() -> None:
     with st.container(key=KEY):
         st.html(HIDE)
         st.plotly_chart(go.Figure(), key=CHART_KEY)
+
+
+def page_charts(charts: list) -> list:
+    """Chart elements (AppTest's, each with a key) without the preload's: the page's own charts."""
+    return [chart for chart in charts if chart.key != CHART_KEY]

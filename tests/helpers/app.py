@@ -14,7 +14,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from pages import _views as schema
-from pages._preload import CHART_KEY
+from pages._preload import page_charts
 from tests.helpers.paths import REPO
 from visformer import i18n
 
@@ -91,7 +91,7 @@ def korean(at: AppTest) -> AppTest:
 
 def charts(at: AppTest) -> list:
     """The page's plotly charts (without the frame's hidden preload chart, pages/_preload.py)."""
-    return [chart for chart in at.get("plotly_chart") if chart.key != CHART_KEY]
+    return page_charts(at.get("plotly_chart"))
 
 
 def specs(at: AppTest) -> list[dict]:

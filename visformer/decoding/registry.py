@@ -186,8 +186,7 @@ def run_strategies(
         token_searches.append((members, choosers, max_len, search))
     searches = [s for *_, s in beams] + [s for *_, s in token_searches]
     if searches:
-        steps = max(max(s.limits) for s in searches)
-        _decode_searches(model, src, searches, max_steps=int(steps), head_mask=head_mask)
+        _decode_searches(model, src, searches, head_mask=head_mask)
     for i, params, search in beams:
         n_best = params.pop("n_best")
         results[i] = DecodeResult(runs[i][0], params, search.outputs(n_best))

@@ -160,7 +160,6 @@ def _decode_searches(
     src: Tensor,
     searches: Sequence[_TokenSearch | _BeamSearch],
     *,
-    max_steps: int,
     head_mask: HeadMask | None,
     precision: str = "auto",
 ) -> None:
@@ -173,6 +172,7 @@ def _decode_searches(
     if len(searches) > 1 and src.shape[0] != 1:
         raise ValueError(f"searches decode together on one sentence, src (1, S); got {tuple(src.shape)}")
     group = sum(len(s.tokens) for s in searches) // src.shape[0]  # rows per sentence (in sentence order)
+    max_steps = int(max(max(s.limits) for s in searches))  # the longest length limit of any row
     with decoder(
         model, src, max_steps=max_steps, head_mask=head_mask, precision=precision, beams=group
     ) as dec:
@@ -207,8 +207,7 @@ def _generate(
 ) -> list[Output]:
     """Token-by-token decoding with the cache; finished sentences leave the batch."""
     search = _token_search(model, src, choose, max_len, bos_id, eos_id, n_candidates)
-    steps = int(search.limits.max())
-    _decode_searches(model, src, [search], max_steps=steps, head_mask=head_mask, precision=precision)
+    _decode_searches(model, src, [search], head_mask=head_mask, precision=precision)
     return search.outputs()
 
 
@@ -343,10 +342,8 @@ def beam_search(
     are added), or at the length limit, where the live beams are kept as unfinished hypotheses.
     With beam_size 1 this is greedy decoding.
     """
-    n_best = beam_size if n_best is None else n_best
     search = _beam_search(model, src, beam_size, alpha, max_len, bos_id, eos_id, n_candidates)
-    steps = max(search.limits)
-    _decode_searches(model, src, [search], max_steps=steps, head_mask=head_mask, precision=precision)
+    _decode_searches(model, src, [search], head_mask=head_mask, precision=precision)
     return DecodeResult(
         "beam", {"beam_size": beam_size, "alpha": alpha, "max_len": max_len}, search.outputs(n_best)
     )
