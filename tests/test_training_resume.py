@@ -182,3 +182,28 @@ def test_cli_resume_can_fine_tune_with_more_dropout_and_another_lr(tmp_path: Pat
     for name, tensor in before.model.state_dict().items():
         assert torch.equal(after.model.state_dict()[name], tensor), name
     assert all(m.p == 0.3 for m in after.model.modules() if isinstance(m, torch.nn.Dropout))
+
+
+def test_cli_resume_keeps_the_runs_seed_and_so_its_held_out_split(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """A run trained with --seed 3 resumes on the split of seed 3 (another split would put trained pairs in the
+    held-out set); asking for another seed on --resume is a clear error."""
+    import visformer.recipes as recipes
+
+    common = ["--task", "reverse", "--n-train", "200", "--n-valid", "20", *TINY]
+    first = tmp_path / "first"
+    assert main(["train", "--out", str(first), "--steps", "5", "--seed", "3", *common]) == 0
+    seeds: list[int] = []
+    split = recipes.split_data
+    monkeypatch.setattr(
+        recipes, "split_data", lambda source, seed=0: seeds.append(seed) or split(source, seed)
+    )
+    second = tmp_path / "second"
+    assert main(["train", "--out", str(second), "--steps", "10", "--resume", str(first), *common]) == 0
+    assert seeds == [3] and load_checkpoint(second).train_config.seed == 3
+    capsys.readouterr()
+    again = ["train", "--out", str(tmp_path / "x"), "--steps", "10", "--resume", str(first), "--seed", "4"]
+    assert main([*again, *common]) == 2
+    assert "trained with --seed 3" in capsys.readouterr().err
+    assert main([*again[:-1], "3", *common]) == 0  # the run's own seed, spelled out, is fine

@@ -89,7 +89,10 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lr-factor", type=float, default=None)
     p.add_argument("--label-smoothing", type=float, default=None)
     p.add_argument("--clip-norm", type=float, default=None)
-    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument(
+        "--seed", type=int, default=None,
+        help=f"default {d.seed}; --resume keeps the run's own seed (its held-out split depends on it)",
+    )  # fmt: skip
     p.add_argument("--device", default=d.device)
     p.add_argument("--eval-every", type=int, default=None)
     p.add_argument("--eval-examples", type=int, default=None)

@@ -128,7 +128,13 @@ def _resumed_trainer(args: argparse.Namespace, spec: recipes.RunSpec) -> tuple[T
         raise UsageError(
             f"{ckpt.name} was trained on {ckpt.task or 'a corpus'}, not {args.task or 'a corpus'}"
         )
-    train, valid, test = recipes.split_data(spec.source, args.seed)
+    seed = ckpt.train_config.seed
+    if args.seed is not None and args.seed != seed:
+        raise UsageError(
+            f"{ckpt.name} was trained with --seed {seed}; a resumed run keeps it (its held-out split depends on "
+            "it): drop --seed"
+        )
+    train, valid, test = recipes.split_data(spec.source, seed)
     prepared = recipes.Prepared(train, valid, ckpt.src_tokenizer, ckpt.tgt_tokenizer, ckpt.task, test=test)
     overrides = {
         field: getattr(args, arg) for arg, field in RESUME_OVERRIDES.items() if getattr(args, arg) is not None
