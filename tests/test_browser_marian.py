@@ -12,8 +12,9 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
+from playwright.sync_api import expect
 
-from tests.helpers.browser import check_and_shoot, open_view, visible_charts, wait_until_idle
+from tests.helpers.browser import WAIT_MS, check_and_shoot, open_view, visible_charts, wait_until_idle
 from tests.helpers.marian import SOURCES, build_marian
 from visformer import i18n
 from visformer.marian import import_marian
@@ -53,7 +54,8 @@ def test_all_heads_grid_of_an_imported_6x8_model(server: str, browser, kind: str
             ".map(p => (p.layout.annotations || []).length))"
         )
         assert labels == 9 + 6
-        assert page.get_by_text(i18n.t("attention.grid_compact", "ko")).count() == 1
+        # the compact switch, waited for: count() alone does not wait, and the switch may draw after the chart
+        expect(page.get_by_text(i18n.t("attention.grid_compact", "ko"))).to_have_count(1, timeout=WAIT_MS)
         check_and_shoot(page, f"marian-all-heads-{kind}", errors)
     finally:
         page.close()
