@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -207,3 +208,29 @@ def test_cli_resume_keeps_the_runs_seed_and_so_its_held_out_split(
     assert main([*again, *common]) == 2
     assert "trained with --seed 3" in capsys.readouterr().err
     assert main([*again[:-1], "3", *common]) == 0  # the run's own seed, spelled out, is fine
+
+
+def test_a_cooldown_anneals_the_last_steps_linearly_to_zero_and_leaves_the_rest_alone() -> None:
+    trainer = make_trainer("reverse", steps=40)
+    cooled = make_trainer("reverse", steps=40)
+    cooled.config = replace(cooled.config, cooldown=10)
+    assert [cooled.lr(s) for s in (1, 20, 30)] == [trainer.lr(s) for s in (1, 20, 30)]
+    assert cooled.lr(35) == pytest.approx(trainer.lr(35) * 0.5)
+    assert cooled.lr(40) == 0.0
+    with pytest.raises(ValueError, match="cooldown"):
+        replace(cooled.config, cooldown=41)
+
+
+def test_cli_resume_with_a_cooldown_ends_at_the_given_step_with_the_learning_rate_at_zero(
+    tmp_path: Path, capsys
+) -> None:
+    common = ["--task", "reverse", "--n-train", "200", "--n-valid", "20", "--eval-every", "10", *TINY]
+    first = tmp_path / "first"
+    assert main(["train", "--out", str(first), "--steps", "10", "--resumable", *common]) == 0
+    second = tmp_path / "second"
+    args = ["train", "--out", str(second), "--steps", "20", "--cooldown", "10", "--resume", str(first)]
+    assert main([*args, "--log-every", "5", *common]) == 0
+    ckpt = load_checkpoint(second)
+    assert ckpt.train_config.cooldown == 10
+    rates = {m["step"]: m["lr"] for m in ckpt.metrics["history"] if "lr" in m}
+    assert rates[20] == 0.0 and 0.0 < rates[15] < rates[10]

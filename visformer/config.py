@@ -116,6 +116,9 @@ class TrainConfig:
     # > 0: evaluations, snapshots and the saved model use an exponential moving average of the weights with
     # this decay per step (a running form of the paper's checkpoint averaging); 0: the trained weights
     weight_average: float = 0.0
+    # > 0: the last `cooldown` steps before `steps` scale the learning rate down linearly to zero (an annealing
+    # phase added to the paper's schedule for a run that ends, e.g. a resumed one); 0: the paper's schedule
+    cooldown: int = 0
 
     def __post_init__(self) -> None:
         """Reject settings the trainer cannot run with."""
@@ -128,6 +131,8 @@ class TrainConfig:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         if not 0.0 <= self.weight_average < 1.0:
             raise ValueError(f"weight_average must be in [0, 1), got {self.weight_average}")
+        if not 0 <= self.cooldown <= self.steps:
+            raise ValueError(f"cooldown must be between 0 and steps ({self.steps}), got {self.cooldown}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
         object.__setattr__(self, "betas", tuple(self.betas))

@@ -137,12 +137,14 @@ class Trainer:
         return self._stop.is_set()
 
     def lr(self, step: int) -> float:
-        """Learning rate of `step` under the Noam schedule (ramped up again after a resume without Adam state)."""
+        """Learning rate of `step`: Noam's, ramped up again after a resume without Adam state, annealed in a cooldown."""
         c = self.config
         lr = noam_lr(step, self.model.config.d_model, c.warmup, c.lr_factor)
         if self._rewarm is not None:
             start, length = self._rewarm
             lr *= min(1.0, max(step - start, 1) / length)
+        if c.cooldown:
+            lr *= min(1.0, max(c.steps - step, 0) / c.cooldown)  # 1 before the cooldown, 0 at the last step
         return lr
 
     # -- resuming -----------------------------------------------------------------------------

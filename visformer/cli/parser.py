@@ -87,6 +87,10 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-tokens", type=int, default=None, help="padded tokens per batch")
     p.add_argument("--warmup", type=int, default=None)
     p.add_argument("--lr-factor", type=float, default=None)
+    p.add_argument(
+        "--cooldown", type=int, default=None,
+        help="the last N steps before --steps scale the learning rate down linearly to zero (default 0: none)",
+    )  # fmt: skip
     p.add_argument("--label-smoothing", type=float, default=None)
     p.add_argument("--clip-norm", type=float, default=None)
     p.add_argument(

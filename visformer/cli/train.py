@@ -63,7 +63,7 @@ TRAIN_OPTIONS = {  # train arguments -> TrainConfig fields; None on the command 
     "label_smoothing": "label_smoothing", "clip_norm": "clip_norm", "seed": "seed", "device": "device",
     "eval_every": "eval_every", "eval_examples": "eval_examples", "log_every": "log_every",
     "snapshots": "n_snapshots", "time_limit": "time_limit_s", "threads": "threads",
-    "stop_at_exact_match": "stop_at_exact_match", "precision": "precision",
+    "stop_at_exact_match": "stop_at_exact_match", "precision": "precision", "cooldown": "cooldown",
 }  # fmt: skip
 
 
@@ -107,6 +107,7 @@ RESUME_OVERRIDES = {  # train arguments that may change when a run is resumed ->
     "max_tokens": "max_tokens",
     "precision": "precision",
     "lr_factor": "lr_factor",
+    "cooldown": "cooldown",
 }
 
 
