@@ -108,7 +108,11 @@ def cmd_average(args: argparse.Namespace) -> int:
     """`average`: one checkpoint whose weights are the mean of the given checkpoints'."""
     check_out(args.out, args.overwrite)
     out = average_checkpoints(args.checkpoints, args.out, half=not args.float32)
-    print(f"saved {out}: the average of {len(args.checkpoints)} checkpoints")
+    n = len(args.checkpoints)
+    print(
+        f"saved {out}: "
+        + (f"the average of {n} checkpoints" if n > 1 else "one checkpoint, its weights stored again")
+    )
     return 0
 
 
