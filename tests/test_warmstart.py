@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from tests.helpers.training import TINY
@@ -66,3 +67,45 @@ def test_cli_init_trains_on_a_new_vocabulary_from_the_old_layers(tmp_path: Path,
     assert new.src_tokenizer.vocab_size != old.src_tokenizer.vocab_size
     code = main(["train", "--task", "reverse", "--out", str(tmp_path / "x"), "--init", str(first), *TINY])
     assert code == 2 and "--init starts a corpus run" in capsys.readouterr().err
+
+
+def test_a_widened_model_computes_exactly_what_the_narrow_one_did_and_its_new_units_can_learn() -> None:
+    from tests.helpers.checkpoints import tiny_config
+    from visformer.models import build_model
+    from visformer.warmstart import widen_feed_forward
+
+    torch.manual_seed(0)
+    narrow = build_model(tiny_config(n_encoder_layers=2, n_decoder_layers=2)).eval()
+    wide = widen_feed_forward(narrow, 80).eval()
+    assert wide.config.d_ff == 80 and narrow.config.d_ff == 32
+    src, tgt = torch.randint(4, 20, (3, 7)), torch.randint(4, 20, (3, 5))  # (B, S), (B, T)
+    assert torch.allclose(wide(src, tgt).logits, narrow(src, tgt).logits, atol=1e-5)
+    new_w1 = wide.encoder.layers[0].feed_forward.linear1.weight[32:]  # (48, d): random, so the units can fire
+    assert new_w1.abs().sum() > 0
+    wide.train()
+    wide(src, tgt).logits.sum().backward()
+    w2 = wide.encoder.layers[0].feed_forward.linear2.weight  # (d, 80)
+    assert w2.grad[:, 32:].abs().sum() > 0  # the silent units get a gradient and start to speak
+    with pytest.raises(ValueError, match="grow, not shrink"):
+        widen_feed_forward(narrow, 16)
+
+
+def test_cli_resume_with_a_wider_feed_forward_keeps_adams_state_padded(tmp_path: Path, capsys) -> None:
+    from visformer.checkpoint import OPTIMIZER_FILE, load_optimizer_state
+
+    common = ["--task", "reverse", "--n-train", "200", "--n-valid", "20", "--eval-every", "10", *TINY]
+    first = tmp_path / "first"
+    assert main(["train", "--out", str(first), "--steps", "10", "--resumable", *common]) == 0
+    capsys.readouterr()
+    second = tmp_path / "second"
+    args = ["train", "--out", str(second), "--steps", "16", "--resume", str(first), "--resumable"]
+    assert main([*args, *common, "--d-ff", "48"]) == 0
+    err = capsys.readouterr().err
+    assert "from 32 to 48 hidden units" in err and "with Adam's state" in err
+    ckpt = load_checkpoint(second)
+    assert ckpt.model_config.d_ff == 48 and ckpt.metrics["steps"] == 16
+    assert (second / OPTIMIZER_FILE).is_file()
+    shapes = {k: v.shape for k, v in load_optimizer_state(second).items()}
+    assert any(tuple(s) == (48, 16) for s in shapes.values())  # W1's moments grew with it
+    assert main([*args[:2], str(tmp_path / "x"), *args[3:], *common, "--d-ff", "24"]) == 2
+    assert "grow, not shrink" in capsys.readouterr().err

@@ -4,6 +4,10 @@ Training a broader model from scratch on a CPU takes many hours; starting from a
 translates (e.g. Multi30k English→German) and only changing its vocabulary to one trained on the broader
 corpus keeps what the layers learned. Each new piece's embedding row is the old row of the same piece, or
 the mean of the old rows of the pieces the old tokenizer splits it into.
+
+Growing: a resumed run may also continue in a model with wider feed-forward layers (Net2Net-style, Chen et
+al. 2016). The new hidden units start silent (their rows of W2 are zero), so the wider model computes exactly
+what the trained one did and training fills the new capacity in.
 """
 
 from __future__ import annotations
@@ -62,3 +66,50 @@ def warm_start(checkpoint: Any, src_tok: Any, tgt_tok: Any) -> nn.Module:
             )
     model.load_state_dict(new_state)
     return model
+
+
+FEED_FORWARD_PARTS = (
+    "feed_forward.linear1.weight",
+    "feed_forward.linear1.bias",
+    "feed_forward.linear2.weight",
+)
+
+
+def _grown(old: torch.Tensor, fresh: torch.Tensor, silent: bool) -> torch.Tensor:
+    """`fresh` with `old` in its leading corner; the rest zero when `silent`, else fresh's own initialisation."""
+    grown = torch.zeros_like(fresh) if silent else fresh.clone()
+    grown[tuple(slice(0, n) for n in old.shape)] = old
+    return grown
+
+
+def widen_feed_forward(model: nn.Module, d_ff: int) -> nn.Module:
+    """The same function in a model whose feed-forward layers have `d_ff` hidden units (new units silent)."""
+    old_ff = model.config.d_ff
+    if d_ff < old_ff:
+        raise ValueError(f"--d-ff {d_ff} is smaller than the model's {old_ff}: a model can grow, not shrink")
+    wide = build_model(replace(model.config, d_ff=d_ff))
+    state = wide.state_dict()
+    for name, value in model.state_dict().items():
+        if value.shape == state[name].shape:
+            state[name] = value
+        elif name.endswith(FEED_FORWARD_PARTS):
+            # W1's new rows keep their random init (so the units can learn); W2's new columns and b1's new
+            # entries are zero, so every new unit adds nothing until training moves W2
+            state[name] = _grown(value, state[name], silent=not name.endswith("linear1.weight"))
+        else:
+            raise ValueError(f"{name}: {tuple(value.shape)} cannot grow to {tuple(state[name].shape)}")
+    wide.load_state_dict(state)
+    return wide
+
+
+def widen_optimizer_state(tensors: dict[str, torch.Tensor], wide: nn.Module) -> dict[str, torch.Tensor]:
+    """Adam's saved state ("{index}.{name}") zero-padded to the shapes of `wide`'s parameters."""
+    shapes = [p.shape for p in wide.parameters()]
+    padded = {}
+    for key, value in tensors.items():
+        index, _, name = key.partition(".")
+        target = shapes[int(index)] if index.isdigit() and int(index) < len(shapes) else None
+        if name in ("exp_avg", "exp_avg_sq") and target is not None and value.shape != target:
+            value = _grown(value, value.new_zeros(target), silent=True)
+        padded[key] = value
+    return padded

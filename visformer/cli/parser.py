@@ -66,7 +66,12 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--layers", type=int, default=None, help="encoder and decoder layers")
     p.add_argument("--encoder-layers", type=int, default=None)
     p.add_argument("--decoder-layers", type=int, default=None)
-    p.add_argument("--d-ff", type=int, default=None)
+    p.add_argument(
+        "--d-ff",
+        type=int,
+        default=None,
+        help="feed-forward hidden units; also with --resume: grow them (the new units start silent)",
+    )
     p.add_argument(
         "--dropout",
         type=float,

@@ -120,6 +120,20 @@ def _with_dropout(model: torch.nn.Module, dropout: float | None) -> torch.nn.Mod
     return rebuilt
 
 
+def _widened(
+    model: torch.nn.Module, optimizer: dict | None, d_ff: int
+) -> tuple[torch.nn.Module, dict | None]:
+    """The resumed model grown to --d-ff hidden units (visformer.warmstart), with Adam's state padded to fit."""
+    from ..warmstart import widen_feed_forward, widen_optimizer_state
+
+    try:
+        wide = widen_feed_forward(model, d_ff)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    print(f"growing the feed-forward layers from {model.config.d_ff} to {d_ff} hidden units", file=sys.stderr)
+    return wide.train(), None if optimizer is None else widen_optimizer_state(optimizer, wide)
+
+
 def _resumed_trainer(args: argparse.Namespace, spec: recipes.RunSpec) -> tuple[Trainer, list]:
     """A Trainer that continues --resume: its weights, tokenizers, recipe, history and Adam state."""
     ckpt = load_checkpoint(args.resume)
@@ -142,8 +156,10 @@ def _resumed_trainer(args: argparse.Namespace, spec: recipes.RunSpec) -> tuple[T
     }
     config = replace(ckpt.train_config, device=args.device, **overrides)
     model = _with_dropout(ckpt.model, args.dropout).train()
-    trainer = recipes.build_trainer(replace(spec, train=config), prepared, model)
     optimizer = load_optimizer_state(args.resume)
+    if args.d_ff is not None and args.d_ff != model.config.d_ff:
+        model, optimizer = _widened(model, optimizer, args.d_ff)
+    trainer = recipes.build_trainer(replace(spec, train=config), prepared, model)
     try:
         trainer.restore(ckpt.metrics, ckpt.snapshots, optimizer)
     except ValueError as exc:
