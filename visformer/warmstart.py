@@ -6,7 +6,7 @@ corpus keeps what the layers learned. Each new piece's embedding row is the old 
 the mean of the old rows of the pieces the old tokenizer splits it into.
 
 Growing: a resumed run may also continue in a model with wider feed-forward layers (Net2Net-style, Chen et
-al. 2016). The new hidden units start silent (their rows of W2 are zero), so the wider model computes exactly
+al. 2016). The new hidden units start silent (their columns of W2 are zero), so the wider model computes exactly
 what the trained one did and training fills the new capacity in.
 """
 
