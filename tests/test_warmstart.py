@@ -7,11 +7,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.helpers.checkpoints import tiny_config
 from tests.helpers.training import TINY
-from visformer.checkpoint import load_checkpoint
+from visformer.checkpoint import OPTIMIZER_FILE, load_checkpoint, load_optimizer_state
 from visformer.cli import main
+from visformer.models import build_model
 from visformer.tokenizer import SentencePieceTokenizer
-from visformer.warmstart import transplant_rows, warm_start
+from visformer.warmstart import transplant_rows, warm_start, widen_feed_forward
 
 OLD_TEXTS = ["a dog runs on the grass", "ein hund rennt auf dem gras", "two men play music"] * 20
 NEW_TEXTS = OLD_TEXTS + ["where is the train station", "wo ist der bahnhof", "i love you"] * 20
@@ -70,10 +72,6 @@ def test_cli_init_trains_on_a_new_vocabulary_from_the_old_layers(tmp_path: Path,
 
 
 def test_a_widened_model_computes_exactly_what_the_narrow_one_did_and_its_new_units_can_learn() -> None:
-    from tests.helpers.checkpoints import tiny_config
-    from visformer.models import build_model
-    from visformer.warmstart import widen_feed_forward
-
     torch.manual_seed(0)
     narrow = build_model(tiny_config(n_encoder_layers=2, n_decoder_layers=2)).eval()
     wide = widen_feed_forward(narrow, 80).eval()
@@ -91,8 +89,6 @@ def test_a_widened_model_computes_exactly_what_the_narrow_one_did_and_its_new_un
 
 
 def test_cli_resume_with_a_wider_feed_forward_keeps_adams_state_padded(tmp_path: Path, capsys) -> None:
-    from visformer.checkpoint import OPTIMIZER_FILE, load_optimizer_state
-
     common = ["--task", "reverse", "--n-train", "200", "--n-valid", "20", "--eval-every", "10", *TINY]
     first = tmp_path / "first"
     assert main(["train", "--out", str(first), "--steps", "10", "--resumable", *common]) == 0

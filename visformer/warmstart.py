@@ -110,6 +110,6 @@ def widen_optimizer_state(tensors: dict[str, torch.Tensor], wide: nn.Module) -> 
         index, _, name = key.partition(".")
         target = shapes[int(index)] if index.isdigit() and int(index) < len(shapes) else None
         if name in ("exp_avg", "exp_avg_sq") and target is not None and value.shape != target:
-            value = _grown(value, value.new_zeros(target), silent=True)
+            value = _grown(value, value.new_empty(target), silent=True)
         padded[key] = value
     return padded
