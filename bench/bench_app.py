@@ -185,13 +185,13 @@ def cold_starts(n: int, env: dict[str, str]) -> tuple[list[ColdStart], str]:
 
 def default_checkpoint() -> tuple[str, str | None] | None:
     """(name, task) of the checkpoint the app opens with, or None when there is none."""
+    from visformer.checkpoint import read_config
     from visformer.classroom.catalogue import default_choice, discover_checkpoints
 
     choice = default_choice(discover_checkpoints())
     if choice is None:
         return None
-    config = json.loads((choice.path / "config.json").read_text(encoding="utf-8"))
-    return choice.key, config.get("task")
+    return choice.key, read_config(choice.path).get("task")
 
 
 def fresh_sentences(task: str | None, n: int) -> list[str]:

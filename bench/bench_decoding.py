@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from visformer.data import encode_source
 from visformer.decoding import beam_search, greedy
 from visformer.model import Transformer
 
@@ -37,7 +38,7 @@ def load_model(checkpoint: str | Path | None = None) -> tuple[Transformer, str, 
     path = Path(checkpoint) if checkpoint else CHECKPOINTS / DEFAULT_CHECKPOINT
     if checkpoint or (path / "config.json").exists():
         ck = load_checkpoint(path)
-        ids = ck.src_tokenizer.encode(SENTENCE)[:20] + [ck.src_tokenizer.eos_id]
+        ids = encode_source(ck.src_tokenizer, SENTENCE, 21)[0]  # at most 20 tokens + </s>
         return ck.model.eval(), f"checkpoint `checkpoints/{path.name}`", torch.tensor([ids])  # (1, S)
     torch.manual_seed(0)
     return (

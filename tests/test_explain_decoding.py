@@ -180,3 +180,16 @@ def test_comparison_and_samples_figures(setup) -> None:
     assert list(fig.data[0].x) == [2, 1, 1]
     assert list(fig.data[0].y)[0] == "a b" and "(empty)" in list(fig.data[0].y)
     assert "3 different outputs in 4 samples" in fig.layout.title.text
+
+
+def test_allowed_tokens_counts_a_start_token_that_is_also_padding_once() -> None:
+    """Marian starts from <pad>: decoding forbids one token there, two where <s> and <pad> differ."""
+    from types import SimpleNamespace
+
+    from visformer.decoding import forbidden_ids
+
+    paper = SimpleNamespace(vocab_size=100, pad_id=0, bos_id=1)
+    marian = SimpleNamespace(vocab_size=100, pad_id=5, bos_id=5)
+    assert forbidden_ids(0, 1) == (0, 1) and forbidden_ids(5, 5) == (5,)
+    assert dfig.allowed_tokens(paper) == 98
+    assert dfig.allowed_tokens(marian) == 99

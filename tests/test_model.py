@@ -290,3 +290,13 @@ def test_recorded_intermediates_are_what_the_forward_pass_computed(norm_first: b
     torch.testing.assert_close(model.generator(model.decoder.norm(dec[-1].output)), out.logits)
     assert enc[0].ffn_hidden.shape == (2, 6, model.config.d_ff)
     assert model(src, tgt).intermediates is None
+
+
+def test_head_mask_ones_follows_the_architectures_attention_kinds() -> None:
+    """A Transformer gets every kind at its layer counts; a GRU seq2seq has no encoder or decoder self-attention."""
+    from visformer.config import ModelConfig
+
+    paper = HeadMask.ones(ModelConfig(src_vocab_size=20, tgt_vocab_size=20, n_encoder_layers=2, n_decoder_layers=3))
+    assert paper.encoder.shape == (2, 8) and paper.decoder.shape == (3, 8) and paper.cross.shape == (3, 8)
+    rnn = HeadMask.ones(ModelConfig(src_vocab_size=20, tgt_vocab_size=20, architecture="rnn-bahdanau"))
+    assert rnn.encoder is None and rnn.decoder is None and rnn.cross is not None

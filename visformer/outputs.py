@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from .architectures import architecture
 from .config import ModelConfig
 
 
@@ -48,13 +49,9 @@ class HeadMask:
 
     @staticmethod
     def ones(config: ModelConfig) -> HeadMask:
-        """A mask that keeps every head."""
-        h = config.n_heads
-        return HeadMask(
-            torch.ones(config.n_encoder_layers, h),
-            torch.ones(config.n_decoder_layers, h),
-            torch.ones(config.n_decoder_layers, h),
-        )
+        """A mask that keeps every head of every attention kind the architecture has."""
+        layers = architecture(config.architecture).attention_layers(config)
+        return HeadMask(**{kind: torch.ones(n, config.n_heads) if n else None for kind, n in layers.items()})
 
     def layer(self, kind: str, index: int) -> Tensor | None:
         """Row of switches (h,) for one layer of `kind` ("encoder", "decoder", "cross")."""

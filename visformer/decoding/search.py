@@ -31,6 +31,11 @@ EXTRA_TARGET_TOKENS = 50  # default max length = source length + 50 (paper, sect
 N_CANDIDATES = 10  # candidates per step kept in the trace
 
 
+def forbidden_ids(pad_id: int, bos_id: int) -> tuple[int, ...]:
+    """The tokens no decoding step may choose: <pad> and <s> (which may be one token, as in Marian)."""
+    return tuple(dict.fromkeys((pad_id, bos_id)))
+
+
 def forbid_tokens(logits: Tensor, ids: Sequence[int]) -> Tensor:
     """Make tokens `ids` impossible in logits (..., V), in place (callers pass a fresh tensor)."""
     logits[..., list(ids)] = -math.inf
@@ -129,7 +134,8 @@ class _TokenSearch:
         self, choose: Chooser, limits: Tensor, *, bos_id: int, eos_id: int, pad_id: int, n_candidates: int,
         device: torch.device,
     ) -> None:  # fmt: skip
-        self.choose, self.limits, self.eos_id, self.forbidden = choose, limits, eos_id, (pad_id, bos_id)
+        self.choose, self.limits, self.eos_id = choose, limits, eos_id
+        self.forbidden = forbidden_ids(pad_id, bos_id)
         batch = len(limits)
         self.rows = torch.arange(batch)  # original sentence of each active row
         self.tokens = torch.full((batch,), bos_id, dtype=torch.long, device=device)  # (A,) next input
@@ -375,7 +381,7 @@ class _BeamSearch:
         n_candidates: int, device: torch.device,
     ) -> None:  # fmt: skip
         self.k, self.alpha, self.limits, self.eos_id = k, alpha, limits, eos_id
-        self.forbidden, self.n_candidates = (pad_id, bos_id), n_candidates
+        self.forbidden, self.n_candidates = forbidden_ids(pad_id, bos_id), n_candidates
         self.records = [_BeamRecord(limit) for limit in limits]
         self.active = list(range(len(limits)))  # sentences still searching
         self.scores = torch.full((len(limits), k), -math.inf, device=device)  # (A, K) log P of live beams

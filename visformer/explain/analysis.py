@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from ..data import encode_source, fit_tokens
 from ..model import (
     AttentionMaps,
     Transformer,
@@ -158,8 +159,9 @@ def task_alignment_grid(
     totals = np.zeros((cfg.n_decoder_layers, cfg.n_heads))
     counts = np.zeros_like(totals)
     for ex in examples:
-        src = torch.tensor([src_tokenizer.encode(ex.src) + [src_tokenizer.eos_id]], device=device)  # (1, S)
-        tgt = torch.tensor([[tgt_tokenizer.bos_id] + tgt_tokenizer.encode(ex.tgt)], device=device)  # (1, T)
+        src = torch.tensor([encode_source(src_tokenizer, ex.src, cfg.max_len)[0]], device=device)  # (1, S)
+        tgt_ids = [tgt_tokenizer.bos_id, *fit_tokens(tgt_tokenizer.encode(ex.tgt), cfg.max_len)]
+        tgt = torch.tensor([tgt_ids], device=device)  # (1, T)
         cross = stack_maps(model(src, tgt, need_weights=True).attention, "cross")  # (L, h, T, S)
         for layer in range(cross.shape[0]):
             for head in range(cross.shape[1]):

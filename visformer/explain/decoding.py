@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import plotly.graph_objects as go
 
-from ..decoding import BeamNode, Step, Translation
+from ..decoding import BeamNode, Step, Translation, forbidden_ids
 from ..i18n import has, t
 from .style import escape, layout
 from .views import readable_pieces, readable_text
@@ -258,7 +258,7 @@ SAMPLING = ("sample", "temperature", "top-k", "top-p")  # strategies that draw w
 
 def allowed_tokens(tokenizer: Any) -> int:
     """Tokens one decoding step may choose: the vocabulary less <pad> and <s>, which decoding forbids."""
-    return tokenizer.vocab_size - len({tokenizer.pad_id, tokenizer.bos_id})
+    return tokenizer.vocab_size - len(forbidden_ids(tokenizer.pad_id, tokenizer.bos_id))
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..data import fit_tokens
 from ..decoding import draw, filter_distribution, forbid_tokens
 from ..models.lm import CausalLM, MaskedLM, generate
 from ..tokenizer import Tokenizer
@@ -116,7 +117,7 @@ def _device(model: torch.nn.Module) -> torch.device:
 @torch.no_grad()
 def encoder_view(model: MaskedLM, tok: Tokenizer, text: str) -> tuple[SelfAttentionView, list[Prediction]]:
     """Bidirectional self-attention on text (ids + </s>, as in training) and the top pieces at each [MASK]."""
-    ids = encode_with_masks(tok, text, model.mask_id)[: model.config.max_len - 1] + [tok.eos_id]
+    ids = [*fit_tokens(encode_with_masks(tok, text, model.mask_id), model.config.max_len), tok.eos_id]
     out = model(torch.tensor([ids], device=_device(model)), need_weights=True)
     probs = torch.softmax(out.logits[0].float(), dim=-1)  # (L, V)
     predictions = []
@@ -134,7 +135,7 @@ def _pieces(tok: Tokenizer, ids: list[int], mask_id: int) -> list[str]:
 @torch.no_grad()
 def decoder_view(model: CausalLM, tok: Tokenizer, text: str) -> SelfAttentionView:
     """Causal self-attention on <s> + text (as in training): row i sees only pieces 0..i."""
-    ids = [tok.bos_id, *tok.encode(without_masks(text))][: model.config.max_len]
+    ids = [tok.bos_id, *fit_tokens(tok.encode(without_masks(text)), model.config.max_len)]
     out = model(torch.tensor([ids], device=_device(model)), need_weights=True)
     return SelfAttentionView(tok.pieces(ids), ids, _stack(out.attention), future_mask(len(ids), len(ids)))
 

@@ -12,7 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..data import encode_example
+from ..data import encode_source, fit_tokens
 from ..i18n import t
 from ..training import noam_lr
 from .kinds import get_kind
@@ -280,12 +280,12 @@ def snapshot_map(
     """(weights (queries, keys), query labels, key labels) of one probe in a Snapshot; head None = mean of heads.
 
     The probes were run as a padded batch with source = tokens + </s> and decoder input = <s> + target
-    tokens (each cut by data.encode_example), so the padding rows and columns are cut off here. A decoder row
+    tokens (each cut by data.encode_example, which is encode_source's cut), so the padding rows and columns are cut off here. A decoder row
     is named by the token it produces ('→ a': teacher forcing, so the target shifted by one, then </s>).
     """
     source, target = snapshot.probes[probe], snapshot.targets[probe] if snapshot.targets else ""
-    src_ids, target_ids = encode_example(src_tokenizer, tgt_tokenizer, source, target, max_len)
-    src_ids = [*src_ids, src_tokenizer.eos_id]
+    src_ids = encode_source(src_tokenizer, source, max_len)[0]
+    target_ids = fit_tokens(tgt_tokenizer.encode(target), max_len)
     src_pieces = src_tokenizer.pieces(src_ids)
     query_pieces = tgt_tokenizer.pieces([tgt_tokenizer.bos_id, *target_ids])
     produced = tgt_tokenizer.pieces([*target_ids, tgt_tokenizer.eos_id])
