@@ -1,4 +1,4 @@
-"""What a new user reads before running anything: install commands, license terms, lint (issue 13)."""
+"""The repository as a new user meets it: install commands, licence terms, CI lanes, lint, test layout."""
 
 from __future__ import annotations
 
