@@ -296,7 +296,9 @@ def test_head_mask_ones_follows_the_architectures_attention_kinds() -> None:
     """A Transformer gets every kind at its layer counts; a GRU seq2seq has no encoder or decoder self-attention."""
     from visformer.config import ModelConfig
 
-    paper = HeadMask.ones(ModelConfig(src_vocab_size=20, tgt_vocab_size=20, n_encoder_layers=2, n_decoder_layers=3))
+    paper = HeadMask.ones(
+        ModelConfig(src_vocab_size=20, tgt_vocab_size=20, n_encoder_layers=2, n_decoder_layers=3)
+    )
     assert paper.encoder.shape == (2, 8) and paper.decoder.shape == (3, 8) and paper.cross.shape == (3, 8)
     rnn = HeadMask.ones(ModelConfig(src_vocab_size=20, tgt_vocab_size=20, architecture="rnn-bahdanau"))
     assert rnn.encoder is None and rnn.decoder is None and rnn.cross is not None
